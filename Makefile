@@ -1,0 +1,56 @@
+# labmem — one command to set up and open the lessons, one to set up and test everything.
+#   make lab        create .venv if needed, install pinned deps, open JupyterLab on notebooks/
+#   make test       create .venv if needed, install pinned deps, run unit tests + strict nbval
+#   make notebooks  re-execute every notebook in place (after changing a chapter)
+#   make html       render every chapter to standalone offline HTML under build/
+#   make bench      run the benchmarks in bench/ (not part of the tests)
+#   make lock       re-pin constraints.txt after changing pyproject.toml
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.labmem-installed
+PIP    := $(BIN)/python -m pip --disable-pip-version-check --no-input
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+
+.PHONY: install lab test notebooks html bench lock lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labmem)" >/dev/null
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lab: install
+	$(BIN)/jupyter lab notebooks/
+
+test: install
+	MPLBACKEND=Agg $(BIN)/python -m pytest
+
+notebooks: install
+	cd notebooks && for nb in $(notdir $(NOTEBOOKS)); do \
+	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=300 \
+	    --ExecutePreprocessor.record_timing=False $$nb || exit 1; \
+	done
+
+html: install
+	$(BIN)/python tools/render_html.py --out build $(NOTEBOOKS)
+
+bench: install
+	$(BIN)/python bench/store_recall.py
+
+lock: | $(BIN)/python
+	$(PIP) install -q -e '.[dev]'
+	( echo "# Pinned versions for make/CI: regenerate with 'make lock' after changing pyproject.toml."; \
+	  $(PIP) freeze --exclude-editable ) > constraints.txt
+
+lint: install
+	$(BIN)/ruff check labmem tests bench
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,73 @@
+"""The ``labmem`` command: one entry point, one subcommand per capability.
+
+Chapters add subcommands by adding a ``register`` function to :data:`COMMANDS`.
+Every ``LabmemError`` becomes a one-line message on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from labmem.errors import LabmemError
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from labmem.recall_tool import DEMOS
+
+    DEMOS[args.chapter]()
+    return 0
+
+
+def register_demo(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("demo", help="run a chapter's offline demo")
+    parser.add_argument("chapter", choices=["s12"], help="which chapter")
+    parser.set_defaults(handler=_demo)
+
+
+def _recall(args: argparse.Namespace) -> int:
+    from labmem.recall import render_recalled_context
+    from labmem.recall_tool import default_runtime
+
+    result = default_runtime().engine.recall(args.query, limit=args.limit)
+    if args.json:
+        print(result.to_json())
+    elif result.hits:
+        print(render_recalled_context(result))
+    else:
+        print(f"no hits ({result.empty_reason}); searched {result.searched_records} records")
+    return 0
+
+
+def register_recall(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "recall", help="query the default remote memory store ($LABMEM_HOME, $LABMEM_USER_ID)")
+    parser.add_argument("query", help="a self-contained description of what to recall")
+    parser.add_argument("--limit", type=int, default=5, help="hits to return, 1-10")
+    parser.add_argument("--json", action="store_true", help="print the JSON tool result")
+    parser.set_defaults(handler=_recall)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [register_demo, register_recall]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="labmem", description="labmem: how agents remember")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for register in COMMANDS:
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except LabmemError as exc:
+        print(f"labmem: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Where a memory came from, and whose it is.
+
+``MemorySource`` is the one provenance shape in the project: transcript candidates,
+stored records, artifacts and durable facts all carry it, and other modules re-export
+it rather than defining their own. ``scope_digest`` is the one way to turn an owner id
+(a user or a workspace) into the scope string written into every canonical record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping
+
+from labmem.clock import format_timestamp, parse_timestamp
+from labmem.errors import InvalidInputError
+
+SCOPE_DIGEST_LENGTH = 16
+
+
+def scope_digest(owner_id: str) -> str:
+    """A stable, non-reversible scope string for a user or workspace id.
+
+    The same id always gives the same scope on every machine, and the id itself
+    (which may be an e-mail address) is never written to disk.
+    """
+    if not isinstance(owner_id, str) or not owner_id.strip():
+        raise InvalidInputError("owner_id", "must be a non-blank string")
+    digest = hashlib.sha256(f"labmem-scope:v1:{owner_id}".encode()).hexdigest()
+    return digest[:SCOPE_DIGEST_LENGTH]
+
+
+def require_text(value: Any, field: str, *, max_chars: int | None = None,
+                 allow_blank: bool = False) -> str:
+    """Validate a string argument and return it unchanged."""
+    if not isinstance(value, str):
+        raise InvalidInputError(field, f"must be a string, got {type(value).__name__}")
+    if not allow_blank and not value.strip():
+        raise InvalidInputError(field, "must not be blank")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidInputError(
+            field, f"has {len(value):,} characters, more than the limit of {max_chars:,}",
+            "shorten it or store the long body elsewhere and keep a pointer",
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class MemorySource:
+    """The original object a memory was derived from.
+
+    ``captured_at`` is when the source happened (the conversation, the snapshot);
+    it is deliberately separate from any "stored at" time of the record built from it.
+    """
+
+    source_id: str
+    source_type: str
+    title: str
+    captured_at: datetime
+
+    def __post_init__(self) -> None:
+        require_text(self.source_id, "source.source_id", max_chars=500)
+        require_text(self.source_type, "source.source_type", max_chars=200)
+        require_text(self.title, "source.title", max_chars=500)
+        at = parse_timestamp(self.captured_at, field="source.captured_at")
+        object.__setattr__(self, "captured_at", at)
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "source_id": self.source_id,
+            "source_type": self.source_type,
+            "title": self.title,
+            "captured_at": format_timestamp(self.captured_at),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemorySource:
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(
+                "source", f"must be a MemorySource or a mapping, got {type(data).__name__}"
+            )
+        missing = [k for k in ("source_id", "source_type", "title", "captured_at")
+                   if k not in data]
+        if missing:
+            raise InvalidInputError("source", f"is missing {', '.join(missing)}")
+        return cls(data["source_id"], data["source_type"], data["title"], data["captured_at"])
