@@ -182,6 +182,8 @@ class RemoteMemoryStore:
     def _decode(self, line: int, obj: dict[str, Any]) -> StoredMemory:
         name = self.path.name
         scope = obj.get("user_scope")
+        if not isinstance(scope, str):
+            raise RemoteMemoryCorruptionError(name, line, "not a stored memory (no user_scope)")
         if scope != self.user_scope:
             raise RemoteMemoryScopeError(
                 f"{name} line {line}: record belongs to user scope {scope!r}, not "

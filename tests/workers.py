@@ -1,0 +1,46 @@
+"""Code that tests run in real child processes (importable under 'spawn')."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+
+def append_same_id(path, start, pause, noop_lock, results):
+    """One writer in the duplicate-id race.
+
+    ``pause`` widens the window between the duplicate check and the write: a writer
+    that passed the check waits (up to 2 s) for the others before writing. With the
+    real lock only one writer is ever inside that window, so the wait times out;
+    with a no-op lock every writer passes the check before anyone writes.
+    """
+    from labmem import storage
+    from labmem.clock import FixedClock
+    from labmem.errors import LabmemError
+    from labmem.provenance import MemorySource
+    from labmem.remote import MemoryKind, RemoteMemoryDuplicateError, RemoteMemoryStore
+
+    factory = (lambda p: contextlib.nullcontext()) if noop_lock else storage.file_lock
+    store = RemoteMemoryStore(path, user_id="alice", clock=FixedClock("2026-08-01T12:00:00Z"),
+                              lock_factory=factory)
+    store.read_all()
+    original = storage.JsonlLog.append
+
+    def paused_append(self, record):
+        with contextlib.suppress(threading.BrokenBarrierError):
+            pause.wait(timeout=2.0)
+        return original(self, record)
+
+    storage.JsonlLog.append = paused_append
+    start.wait()
+    try:
+        store.append(kind=MemoryKind.CONVERSATION, memory_id="memory-42",
+                     content="Selected SQLite WAL for local persistence.",
+                     summary="Selected SQLite WAL.",
+                     source=MemorySource("transcript-42", "conversation_transcript",
+                                         "Persistence decision", "2026-08-01T12:00:00Z"))
+        results.put("stored")
+    except RemoteMemoryDuplicateError:
+        results.put("duplicate")
+    except LabmemError as exc:  # e.g. the log noticing a write it did not expect
+        results.put(f"refused: {type(exc).__name__}")
