@@ -29,7 +29,7 @@ lab: install
 	$(BIN)/jupyter lab notebooks/
 
 test: install
-	MPLBACKEND=Agg $(BIN)/python -m pytest
+	$(BIN)/python -m pytest
 
 notebooks: install
 	cd notebooks && for nb in $(notdir $(NOTEBOOKS)); do \

@@ -1,8 +1,8 @@
 """Project-wide pytest settings: what nbval leaves out of the notebook comparison."""
 
-import os
+import matplotlib
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+matplotlib.use("Agg")  # unit tests draw off-screen; notebook kernels use the inline backend
 
 
 def pytest_collectstart(collector):

@@ -67,12 +67,12 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
 
-from labmem.clock import FixedClock
+from labmem.clock import UTC, FixedClock
 from labmem.provenance import MemorySource, scope_digest
 from labmem.recall import RecallEngine, record_terms
 from labmem.remote import MemoryKind, RemoteMemoryStore, StoredMemory
@@ -85,7 +85,7 @@ DEFAULT_CSV = BENCH_DIR / "results" / "store_recall.csv"
 
 USER_ID = "bench"
 NOW = "2026-08-01T12:00:00Z"  # the FixedClock every store runs on
-CAPTURE_START = datetime(2025, 8, 1, tzinfo=timezone.utc)  # captured_at spans one year
+CAPTURE_START = datetime(2025, 8, 1, tzinfo=UTC)  # captured_at spans one year
 RECALL_LIMIT = 5
 FLAT_THRESHOLD = 1.5  # "flat": mean append at the largest size < 1.5 × the smallest
 
@@ -396,7 +396,7 @@ def time_appends(store: RemoteMemoryStore, bare_path: Path, db: sqlite3.Connecti
     read_before = store.bytes_read
     fd = os.open(bare_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        for record, line, row in zip(records, lines, rows):
+        for record, line, row in zip(records, lines, rows, strict=True):
             start = time.perf_counter()
             store.append(kind=record.kind, content=record.content, summary=record.summary,
                          source=record.source, memory_id=record.memory_id)
@@ -514,7 +514,7 @@ def render_table(results: pd.DataFrame, table: Columns) -> str:
         if len(group) > span:  # widen the first column so the group label fits
             widths[0] += len(group) - span
             span = len(group)
-        rows = ["  ".join(column[i].rjust(w) for column, w in zip(cells, widths))
+        rows = ["  ".join(column[i].rjust(w) for column, w in zip(cells, widths, strict=True))
                 for i in range(len(cells[0]))]
         blocks.append([group.center(span)] + rows)
     return "\n".join("   ".join(block[i] for block in blocks).rstrip()

@@ -38,14 +38,23 @@ def setup_notebook() -> None:
         "axes.spines.right": False,
         "svg.hashsalt": "labmem",
     })
-    try:  # inside IPython: PNG only (SVG output embeds ids that change every run)
-        from matplotlib_inline.backend_inline import set_matplotlib_formats
-
-        set_matplotlib_formats("png")
-    except ImportError:  # pragma: no cover - plain Python has no inline backend
-        pass
+    _inline_png_figures()
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+def _inline_png_figures() -> None:
+    """Inside a Jupyter kernel: inline figures, PNG only (SVG embeds ids that change per run)."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # plain Python: nothing to configure
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return
+    shell.run_line_magic("matplotlib", "inline")  # even if MPLBACKEND says otherwise
+    set_matplotlib_formats("png")
 
 
 def scratch_dir(name: str) -> Path:

@@ -64,7 +64,8 @@ TEACHING_RECORDS: tuple[dict, ...] = (
             "Compared JSON files and SQLite; chose SQLite in WAL mode for local persistence."),
     _record("conversation-003", "2026-07-31T12:00:00Z", "layered memory design",
             "Separated workspace, user and remote memory boundaries.",
-            "Design review: each layer owns its files; recall returns views, not copies."),
+            "Design review (分层记忆): each layer owns its files; recall returns views, "
+            "not copies."),
     _record("conversation-004", "2026-07-20T08:15:00Z", "测试策略",
             "用真实子进程测试并发写入。",
             "讨论了测试策略：并发写入用真实子进程和屏障同时释放来测试。"),

@@ -67,6 +67,9 @@ def hygiene_problems(nb: dict) -> list[str]:
                     problems.append(f"{where}: output shows a memory address")
                 if _ABSOLUTE_TMP.search(text):
                     problems.append(f"{where}: output shows an absolute path")
+        if raises_ok and "raises-exception" not in cell.get("metadata", {}).get("tags", []):
+            problems.append(f"{where}: NBVAL_RAISES_EXCEPTION cell lacks the 'raises-exception' "
+                            "tag that lets `make notebooks` run past it")
         if raises_ok and not any(o.get("output_type") == "error"
                                  for o in cell.get("outputs", [])):
             problems.append(f"{where}: marked NBVAL_RAISES_EXCEPTION but raised nothing")

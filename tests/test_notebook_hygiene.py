@@ -24,8 +24,9 @@ def _nb(*cells):
 
 
 def _code(n, source="x = 1", outputs=()):
+    tags = ["raises-exception"] if "NBVAL_RAISES_EXCEPTION" in source else []
     return {"cell_type": "code", "execution_count": n, "source": source,
-            "outputs": list(outputs)}
+            "metadata": {"tags": tags}, "outputs": list(outputs)}
 
 
 def test_clean_notebook_passes():
@@ -51,6 +52,8 @@ def test_clean_notebook_passes():
     (_nb(_code(1, "# nbval_raises_exception\n1/0",
                [{"output_type": "error", "ename": "ZeroDivisionError"}])), "unknown nbval marker"),
     (_nb(_code(1, "# NBVAL_RAISES_EXCEPTION\nx = 1")), "raised nothing"),
+    (_nb({**_code(1, "# NBVAL_RAISES_EXCEPTION\n1/0", [{"output_type": "error"}]),
+          "metadata": {}}), "tag"),
 ])
 def test_hygiene_catches(bad, expected):
     problems = hygiene_problems(bad)

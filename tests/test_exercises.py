@@ -1,0 +1,38 @@
+"""Every exercise checker accepts the right answer and rejects wrong ones."""
+
+import pytest
+
+from labmem.exercises import Feedback
+from labmem.exercises import s12
+
+
+def test_feedback_shows_a_mark():
+    assert repr(Feedback("e", True, "fine")) == "✓ e: fine"
+    assert not Feedback("e", False, "no")
+
+
+@pytest.mark.parametrize("check", [s12.check_terms, s12.check_score_by_hand,
+                                   s12.check_tie_break])
+def test_unanswered_is_not_correct(check):
+    feedback = check(None)
+    assert not feedback and "not answered" in feedback.message
+
+
+def test_s12_terms():
+    assert s12.check_terms(("agent", "memory", "分层", "层记", "记忆"))
+    assert not s12.check_terms(["memory", "agent", "分层", "层记", "记忆"])  # unsorted
+    assert not s12.check_terms(("agent", "memory", "分层记忆"))  # no bigrams
+    assert not s12.check_terms(("Agent", "MEMORY", "分层", "层记", "记忆"))  # no casefold
+
+
+def test_s12_score_by_hand():
+    assert s12.check_score_by_hand(0.679167)
+    assert not s12.check_score_by_hand(0.566667)  # lexical part only
+    assert not s12.check_score_by_hand(0.6)
+    assert not s12.check_score_by_hand("0.679167")
+
+
+def test_s12_tie_break():
+    assert s12.check_tie_break("memory-a17")
+    assert not s12.check_tie_break("memory-b02")
+    assert not s12.check_tie_break("rank 1")
