@@ -100,4 +100,4 @@ def stacked_bars(ax, labels: Sequence[str], parts: Mapping[str, Sequence[float]]
         ax.annotate(f"{total:.3f}", (x, total), ha="center", va="bottom", fontsize=8)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
