@@ -95,7 +95,7 @@ def stacked_bars(ax, labels: Sequence[str], parts: Mapping[str, Sequence[float]]
     bottoms = [0.0] * len(labels)
     for name, values in parts.items():
         ax.bar(labels, values, bottom=bottoms, label=name)
-        bottoms = [b + v for b, v in zip(bottoms, values)]
+        bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
     for x, total in enumerate(bottoms):
         ax.annotate(f"{total:.3f}", (x, total), ha="center", va="bottom", fontsize=8)
     ax.set_title(title)

@@ -9,9 +9,10 @@ it rather than defining their own. ``scope_digest`` is the one way to turn an ow
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from labmem.clock import format_timestamp, parse_timestamp
 from labmem.errors import InvalidInputError

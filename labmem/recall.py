@@ -416,7 +416,9 @@ class RecallEngine:
 
     def __init__(self, store: RemoteMemoryStore, *, clock: Clock | None = None) -> None:
         if not isinstance(store, RemoteMemoryStore):
-            raise InvalidInputError("store", f"must be a RemoteMemoryStore, got {type(store).__name__}")
+            raise InvalidInputError(
+                "store", f"must be a RemoteMemoryStore, got {type(store).__name__}"
+            )
         self.store = store
         self.clock = resolve_clock(clock if clock is not None else store.clock)
         self._records: tuple[StoredMemory, ...] = ()
@@ -504,8 +506,10 @@ def render_recalled_context(result: RecallResult) -> str:
             f'  <hit rank="{hit.rank}" memory_id="{_attr(hit.memory_id)}" '
             f'user_scope="{_attr(hit.scope.user_scope)}" '
             f'memory_kind="{_attr(hit.scope.memory_kind.value)}">',
-            f'    <score total="{_fixed(b.total)}" lexical_coverage="{_fixed(b.lexical_coverage)}" '
-            f'recency="{_fixed(b.recency)}" lexical_contribution="{_fixed(b.lexical_contribution)}" '
+            f'    <score total="{_fixed(b.total)}" '
+            f'lexical_coverage="{_fixed(b.lexical_coverage)}" '
+            f'recency="{_fixed(b.recency)}" '
+            f'lexical_contribution="{_fixed(b.lexical_contribution)}" '
             f'recency_contribution="{_fixed(b.recency_contribution)}"/>',
             f'    <provenance source_id="{_attr(p.source_id)}" '
             f'source_type="{_attr(p.source_type)}" title="{_attr(p.title)}" '

@@ -193,7 +193,9 @@ class RemoteMemoryStore:
             record = StoredMemory.from_dict(obj)
         except (KeyError, ValueError, TypeError, InvalidInputError) as exc:
             problem = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise RemoteMemoryCorruptionError(name, line, f"not a stored memory ({problem})")
+            raise RemoteMemoryCorruptionError(
+                name, line, f"not a stored memory ({problem})"
+            ) from None
         if record.memory_id in self._by_id or record.memory_id in self._batch_ids:
             raise RemoteMemoryCorruptionError(
                 name, line, f"memory_id {record.memory_id!r} is stored twice"

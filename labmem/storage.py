@@ -104,7 +104,9 @@ class JsonlLog(Generic[T]):
             size = os.stat(self.path).st_size
         except FileNotFoundError:
             if self._offset:
-                raise self._corruption_error(self.path.name, None, "the file disappeared")
+                raise self._corruption_error(
+                    self.path.name, None, "the file disappeared"
+                ) from None
             return []
         if size < self._offset:
             raise self._corruption_error(

@@ -2,8 +2,7 @@
 
 import pytest
 
-from labmem.exercises import Feedback
-from labmem.exercises import s12
+from labmem.exercises import Feedback, s12
 
 
 def test_feedback_shows_a_mark():

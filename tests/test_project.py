@@ -56,3 +56,10 @@ def test_importing_labmem_is_light_and_does_no_io(tmp_path):
                          check=True)
     assert out.stdout.strip() == "[]"
     assert not home.exists(), "importing labmem created the default store"
+
+
+def test_code_passes_ruff():
+    ruff = Path(sys.executable).with_name("ruff")
+    out = subprocess.run([str(ruff), "check", "labmem", "tests", "tools", "bench"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout

@@ -1,0 +1,90 @@
+"""The `labmem` command and the recall_history tool's default runtime."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from labmem.cli import main
+from labmem.provenance import scope_digest
+from labmem.recall_tool import TEACHING_RECORDS, default_runtime, recall_history
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LABMEM_USER_ID", raising=False)
+    return tmp_path / "home"
+
+
+def test_demo_prints_the_five_stages(capsys):
+    assert main(["demo", "s12"]) == 0
+    out = capsys.readouterr().out
+    for stage in ("[1] normalize", "[2] candidate", "[3] score", "[4] rank", "[5] render"):
+        assert stage in out
+    assert "searched_records=6 candidate_records=2" in out
+    assert "0.85*1.000000 + 0.15*0.967742 = 0.995161" in out
+    assert "<remote_profile memory_id=\"profile-001\"" in out
+
+
+def test_demo_is_deterministic(capsys):
+    main(["demo", "s12"])
+    first = capsys.readouterr().out
+    main(["demo", "s12"])
+    assert capsys.readouterr().out == first
+
+
+def test_default_store_is_created_on_first_use_and_seeded(home):
+    assert not home.exists()
+    runtime = default_runtime()
+    path = home / "remote-memory" / f"{scope_digest('learner')}.jsonl"
+    assert runtime.store.path == path and path.exists()
+    assert len(runtime.store.read_all()) == len(TEACHING_RECORDS)
+    default_runtime()  # a second start does not seed again
+    assert len(default_runtime().store.read_all()) == len(TEACHING_RECORDS)
+
+
+def test_users_get_separate_default_stores(home, monkeypatch):
+    default_runtime().store.append(kind="conversation", memory_id="learner-only",
+                                   content="private note about zebras", summary="",
+                                   source={"source_id": "s", "source_type": "t", "title": "zebra",
+                                           "captured_at": "2026-08-01T00:00:00Z"})
+    monkeypatch.setenv("LABMEM_USER_ID", "someone-else")
+    data = json.loads(recall_history("zebras"))
+    assert data["hits"] == [] and data["empty_reason"] == "no_matching_terms"
+
+
+def test_recall_history_returns_the_json_contract(home):
+    data = json.loads(recall_history("layered memory", limit=2))
+    assert data["hits"][0]["memory_id"] == "conversation-003"
+    assert len(data["hits"]) <= 2
+    assert set(data["hits"][0]) >= {"scope", "provenance", "source", "score", "score_breakdown"}
+
+
+def test_cli_recall_json_and_text(home, capsys):
+    assert main(["recall", "SQLite persistence", "--json", "--limit", "1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [h["memory_id"] for h in data["hits"]] == ["conversation-002"]
+    assert main(["recall", "分层记忆"]) == 0
+    assert "<recalled_context" in capsys.readouterr().out
+    assert main(["recall", "kubernetes"]) == 0
+    assert "no hits (no_matching_terms)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["recall", "   "], "must not be empty"),
+    (["recall", "memory", "--limit", "11"], "limit"),
+])
+def test_cli_errors_exit_2_with_one_line(home, capsys, args, message):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("labmem: error:") and message in err and "Traceback" not in err
+
+
+def test_console_script_runs(tmp_path):
+    env = {**os.environ, "LABMEM_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "labmem.cli", "demo", "s12"], env=env,
+                         capture_output=True, text=True, check=True)
+    assert "[5] render" in out.stdout
