@@ -38,13 +38,14 @@ def setup_notebook() -> None:
         "axes.spines.right": False,
         "svg.hashsalt": "labmem",
     })
-    _inline_png_figures()
+    _configure_kernel()
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
 
 
-def _inline_png_figures() -> None:
-    """Inside a Jupyter kernel: inline figures, PNG only (SVG embeds ids that change per run)."""
+def _configure_kernel() -> None:
+    """Inside a Jupyter kernel: inline PNG figures (SVG embeds ids that change per run),
+    short tracebacks."""
     try:
         from IPython import get_ipython
         from matplotlib_inline.backend_inline import set_matplotlib_formats
@@ -55,6 +56,9 @@ def _inline_png_figures() -> None:
         return
     shell.run_line_magic("matplotlib", "inline")  # even if MPLBACKEND says otherwise
     set_matplotlib_formats("png")
+    # failure cells show "ErrorType: message" — the lesson — without a stack of
+    # library frames and machine-specific paths
+    shell.run_line_magic("xmode", "Minimal")
 
 
 def scratch_dir(name: str) -> Path:

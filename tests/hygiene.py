@@ -24,6 +24,8 @@ def _source(cell) -> str:
 
 def _output_texts(output) -> list[str]:
     texts = []
+    if "traceback" in output:
+        texts.append("\n".join(output["traceback"]))
     if "text" in output:
         t = output["text"]
         texts.append("".join(t) if isinstance(t, list) else t)
