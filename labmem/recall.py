@@ -154,15 +154,15 @@ def _check_scope(query: RecallQuery, record: StoredMemory) -> None:
         )
 
 
-def _candidate(query: RecallQuery, record: StoredMemory,
-               counts: Mapping[str, int]) -> RecallCandidate | None:
+def _candidate(query: RecallQuery, record: StoredMemory, counts: Mapping[str, int],
+               searchable_terms: tuple[str, ...] | None = None) -> RecallCandidate | None:
     matched = tuple(term for term in query.terms if term in counts)
     if not matched:
         return None
     return RecallCandidate(
         query_id=query.query_id,
         record=record,
-        searchable_terms=tuple(sorted(counts)),
+        searchable_terms=searchable_terms or tuple(sorted(counts)),
         matched_terms=matched,
         captured_at=record.source.captured_at,
         term_counts=MappingProxyType({term: counts[term] for term in matched}),
@@ -229,16 +229,28 @@ def recency_weight(age_days: float) -> float:
     return 1.0 / (1.0 + max(0.0, age_days) / RECENCY_SCALE_DAYS)
 
 
+def _age_days(as_of: datetime, captured_at: datetime) -> float:
+    return max(0.0, (as_of - captured_at).total_seconds() / 86_400)
+
+
+def _score_parts(matched: int, query_terms: int, age_days: float) -> tuple[float, ...]:
+    """coverage, recency, both contributions and total — each rounded as shown."""
+    coverage = round(matched / query_terms, SCORE_DECIMALS)
+    recency = round(recency_weight(age_days), SCORE_DECIMALS)
+    lexical_part = round(LEXICAL_WEIGHT * coverage, SCORE_DECIMALS)
+    recency_part = round(RECENCY_WEIGHT * recency, SCORE_DECIMALS)
+    total = round(lexical_part + recency_part, SCORE_DECIMALS)
+    return coverage, recency, lexical_part, recency_part, total
+
+
 def score_recall_candidate(
     query: RecallQuery, candidate: RecallCandidate, *, as_of: datetime | str
 ) -> RecallScoreBreakdown:
     """Stage 3: 0.85 × term coverage + 0.15 × recency, each part kept and rounded to 6 places."""
     as_of = parse_timestamp(as_of, field="as_of")
-    age_days = max(0.0, (as_of - candidate.captured_at).total_seconds() / 86_400)
-    coverage = round(len(candidate.matched_terms) / len(query.terms), SCORE_DECIMALS)
-    recency = round(recency_weight(age_days), SCORE_DECIMALS)
-    lexical_part = round(LEXICAL_WEIGHT * coverage, SCORE_DECIMALS)
-    recency_part = round(RECENCY_WEIGHT * recency, SCORE_DECIMALS)
+    age_days = _age_days(as_of, candidate.captured_at)
+    coverage, recency, lexical_part, recency_part, total = _score_parts(
+        len(candidate.matched_terms), len(query.terms), age_days)
     return RecallScoreBreakdown(
         matched_terms=candidate.matched_terms,
         query_term_count=len(query.terms),
@@ -246,7 +258,7 @@ def score_recall_candidate(
         recency=recency,
         lexical_contribution=lexical_part,
         recency_contribution=recency_part,
-        total=round(lexical_part + recency_part, SCORE_DECIMALS),
+        total=total,
         age_days=round(age_days, SCORE_DECIMALS),
         weights=MappingProxyType({"lexical": LEXICAL_WEIGHT, "recency": RECENCY_WEIGHT}),
         contributions=MappingProxyType({"lexical": lexical_part, "recency": recency_part}),
@@ -411,7 +423,10 @@ class RecallEngine:
 
     Keeps an inverted index (term → record positions) that is extended with only
     the records appended since the last recall, so a query touches the records that
-    share a term with it instead of re-tokenizing the whole store.
+    share a term with it instead of re-tokenizing the whole store. It scores every
+    candidate with the same arithmetic as :func:`score_recall_candidate` but builds
+    full candidate and breakdown objects only for the top ``limit``; the result is
+    identical to running the five stage functions by hand (a test checks it).
     """
 
     def __init__(self, store: RemoteMemoryStore, *, clock: Clock | None = None) -> None:
@@ -423,6 +438,7 @@ class RecallEngine:
         self.clock = resolve_clock(clock if clock is not None else store.clock)
         self._records: tuple[StoredMemory, ...] = ()
         self._counts: list[Counter[str] | None] = []  # None for profile records
+        self._sorted_terms: list[tuple[str, ...]] = []
         self._postings: dict[str, list[int]] = {}
         self._searched = 0
 
@@ -435,25 +451,44 @@ class RecallEngine:
             record = self._records[position]
             if record.kind is not MemoryKind.CONVERSATION:
                 self._counts.append(None)
+                self._sorted_terms.append(())
                 continue
             counts = record_terms(record)
             self._counts.append(counts)
+            self._sorted_terms.append(tuple(sorted(counts)))
             self._searched += 1
             for term in counts:
                 self._postings.setdefault(term, []).append(position)
 
-    def candidates(self, query: RecallQuery) -> tuple[RecallCandidate, ...]:
-        """Stage 2 through the index; same result as :func:`build_recall_candidates`."""
+    def _matching_positions(self, query: RecallQuery) -> list[int]:
         self._index_new_records()
         positions: set[int] = set()
         for term in query.terms:
             positions.update(self._postings.get(term, ()))
-        found = []
-        for position in sorted(positions):
+        return sorted(positions)
+
+    def _build_candidate(self, query: RecallQuery, position: int) -> RecallCandidate:
+        record = self._records[position]
+        _check_scope(query, record)
+        return _candidate(query, record, self._counts[position], self._sorted_terms[position])
+
+    def candidates(self, query: RecallQuery) -> tuple[RecallCandidate, ...]:
+        """Stage 2 through the index; same result as :func:`build_recall_candidates`."""
+        return tuple(self._build_candidate(query, p) for p in self._matching_positions(query))
+
+    def _top_positions(self, query: RecallQuery, positions: list[int],
+                       as_of: datetime) -> list[int]:
+        """The ``limit`` best positions by :func:`rank_key`, without building objects."""
+        def key(position: int) -> tuple:
             record = self._records[position]
-            _check_scope(query, record)
-            found.append(_candidate(query, record, self._counts[position]))
-        return tuple(found)
+            counts = self._counts[position]
+            matched = sum(1 for term in query.terms if term in counts)
+            captured = record.source.captured_at
+            coverage, _, _, _, total = _score_parts(matched, len(query.terms),
+                                                    _age_days(as_of, captured))
+            return (-total, -coverage, -captured.timestamp(), record.memory_id)
+
+        return heapq.nsmallest(query.limit, positions, key=key)
 
     def recall(
         self,
@@ -470,8 +505,17 @@ class RecallEngine:
             query_id=query_id, issued_at=issued_at,
         )
         as_of = issued_at if as_of is None else parse_timestamp(as_of, field="as_of")
-        candidates = self.candidates(query)
-        return assemble_result(query, candidates, self._searched, as_of=as_of)
+        positions = self._matching_positions(query)
+        top = [self._build_candidate(query, p)
+               for p in self._top_positions(query, positions, as_of)]
+        hits = stable_rank_recall_candidates(query, top, as_of=as_of)
+        return RecallResult(
+            query=query,
+            hits=hits,
+            searched_records=self._searched,
+            candidate_records=len(positions),
+            empty_reason=None if hits else EMPTY_NO_MATCHING_TERMS,
+        )
 
 
 # -- 5. render -----------------------------------------------------------------------
