@@ -88,6 +88,7 @@ class JsonlLog(Generic[T]):
         self._offset = 0  # bytes of complete lines consumed so far
         self._lines = 0  # complete lines consumed so far
         self.bytes_read = 0  # instrumentation: proves appends do not re-read the file
+        self.torn_tail_bytes = 0  # unterminated bytes after the last complete line
 
     @property
     def line_count(self) -> int:
@@ -114,12 +115,14 @@ class JsonlLog(Generic[T]):
                 f"the file shrank from {self._offset} to {size} bytes behind this reader",
             )
         if size == self._offset:
+            self.torn_tail_bytes = 0
             return []
         with open(self.path, "rb") as handle:
             handle.seek(self._offset)
             chunk = handle.read(size - self._offset)
         self.bytes_read += len(chunk)
         complete = chunk[: chunk.rfind(b"\n") + 1]  # a torn tail stays unread
+        self.torn_tail_bytes = len(chunk) - len(complete)
         decoded: list[T] = []
         line_number = self._lines
         for raw in complete.split(b"\n")[:-1]:  # split on \n only, never splitlines()
@@ -177,6 +180,7 @@ class JsonlLog(Generic[T]):
             )
         os.ftruncate(fd, self._offset)
         os.fsync(fd)
+        self.torn_tail_bytes = 0
 
 
 def write_snapshot(path: str | os.PathLike[str], document: Any) -> None:

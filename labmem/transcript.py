@@ -1,0 +1,374 @@
+"""s09 transcript: session evidence is append-only; runtime state is derived.
+
+A :class:`Transcript` is one JSONL file per session. Every event the agent sees or
+does (a message, a tool call and its result, a file snapshot, a title) is appended
+once, with an envelope that numbers it, and is never rewritten. What a model needs
+next — the messages, the title, the latest file snapshots — is *folded* from the
+events by :meth:`Transcript.replay_state` and never written back.
+
+Memory does not copy the transcript: :meth:`Transcript.select_memory_candidate`
+returns a small candidate that *points* at one event (its id becomes the source id)
+with a summary and the reason it was selected.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.errors import CorruptionError, InvalidInputError, LabmemError
+from labmem.provenance import MemorySource, require_text
+from labmem.storage import JsonlLog, LockFactory, file_lock
+
+__all__ = [
+    "Transcript", "ReplayState", "TranscriptMemoryCandidate", "TranscriptError",
+    "TranscriptValidationError", "TranscriptCorruptionError", "MemorySelectionError",
+    "EVENT_TYPES", "SCHEMA_VERSION",
+]
+
+SCHEMA_VERSION = 1
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ENVELOPE_FIELDS = ("schema_version", "sequence", "session_id", "event_id", "recorded_at")
+EVENT_TYPES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "message": ("role", "content"),
+    "reasoning": ("content",),
+    "function_call": ("call_id", "name", "arguments"),
+    "function_call_result": ("call_id", "output"),
+    "file-history-snapshot": ("path", "sha256"),
+    "ai-title": ("title",),
+})
+MESSAGE_ROLES = ("user", "assistant")
+SELECTABLE_TYPES = ("message", "file-history-snapshot")
+MAX_SUMMARY_CHARS = 2_000
+MAX_REASON_CHARS = 500
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class TranscriptError(LabmemError):
+    """Base of every error the transcript raises."""
+
+
+class TranscriptValidationError(TranscriptError, InvalidInputError):
+    """An event was refused before anything was written."""
+
+
+class TranscriptCorruptionError(TranscriptError, CorruptionError):
+    """A complete line of the session file cannot be trusted (``line N``)."""
+
+
+class MemorySelectionError(TranscriptError, InvalidInputError):
+    """An event cannot become a memory candidate (unknown id, ineligible type, bad text)."""
+
+
+@dataclass(frozen=True)
+class ReplayState:
+    """What a runtime needs, derived from the events; never stored.
+
+    ``messages`` are in the Anthropic Messages shape: text, ``tool_use`` and
+    ``tool_result`` blocks, consecutive events of one role merged into one message.
+    Reasoning is counted but not replayed. ``max_items`` bounds only ``messages``.
+    """
+
+    session_id: str
+    messages: tuple[dict[str, Any], ...]
+    title: str | None
+    file_snapshots: Mapping[str, str]
+    counts: Mapping[str, int]
+    next_sequence: int
+    torn_tail_ignored: bool
+    pending_tool_calls: tuple[str, ...]
+    messages_outside_window: int
+
+
+@dataclass(frozen=True)
+class TranscriptMemoryCandidate:
+    """A pointer from memory to one transcript event — never the event's content."""
+
+    source: MemorySource
+    summary: str
+    reason: str
+    event_type: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source.to_dict(), "summary": self.summary,
+                "reason": self.reason, "event_type": self.event_type}
+
+
+def _refuse(field: str, problem: str, fix: str = "") -> TranscriptValidationError:
+    return TranscriptValidationError(field, problem, fix)
+
+
+def _validate_payload(event: Any) -> dict[str, Any]:
+    """A new, validated record body (type + payload); the caller's dict is not touched."""
+    if not isinstance(event, Mapping):
+        raise _refuse("event", f"must be a mapping, got {type(event).__name__}")
+    envelope = sorted(set(event) & set(ENVELOPE_FIELDS))
+    if envelope:
+        raise _refuse(f"event.{envelope[0]}", "is an envelope field the transcript assigns",
+                      "remove it from the payload")
+    event_type = event.get("type")
+    if event_type not in EVENT_TYPES:
+        raise _refuse("event.type", f"{event_type!r} is not an event type",
+                      f"use one of: {', '.join(EVENT_TYPES)}")
+    fields = EVENT_TYPES[event_type]
+    unknown = sorted(set(event) - set(fields) - {"type"})
+    if unknown:
+        raise _refuse(f"event.{unknown[0]}", f"is not a field of a {event_type!r} event",
+                      f"{event_type!r} takes: {', '.join(fields)}")
+    body: dict[str, Any] = {"type": event_type}
+    for name in fields:
+        if name not in event:
+            raise _refuse(f"event.{name}", f"is required for a {event_type!r} event")
+        body[name] = _validate_field(event_type, name, event[name])
+    return body
+
+
+def _validate_field(event_type: str, name: str, value: Any) -> Any:
+    field = f"event.{name}"
+    if name == "role":
+        if value not in MESSAGE_ROLES:
+            raise _refuse(field, f"{value!r} is not a message role", "use 'user' or 'assistant'")
+        return value
+    if name == "arguments":
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise _refuse(field, "is not valid JSON") from None
+        if not isinstance(value, Mapping):
+            raise _refuse(field, "must be a JSON object (a dict)")
+        try:  # a deep, JSON-only copy: the caller's object is never stored or mutated
+            return json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise _refuse(field, f"is not JSON-serializable ({exc})") from None
+    if name == "sha256":
+        if not isinstance(value, str) or not _SHA256.fullmatch(value):
+            raise _refuse(field, "must be 64 lowercase hex characters")
+        return value
+    allow_blank = name in ("content", "output")
+    try:
+        return require_text(value, field, allow_blank=allow_blank)
+    except InvalidInputError as exc:
+        raise _refuse(exc.field, exc.problem, exc.fix) from None
+
+
+class Transcript:
+    """One session's append-only event log (``<session_id>.jsonl``)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None,
+                 lock_factory: LockFactory = file_lock) -> None:
+        self.path = Path(path)
+        self.session_id = self.path.stem
+        if self.path.suffix != ".jsonl" or not SESSION_ID_PATTERN.fullmatch(self.session_id):
+            raise _refuse("path", f"{self.path.name!r} is not '<session_id>.jsonl'",
+                          "session ids match [A-Za-z0-9][A-Za-z0-9._-]*")
+        self.clock = resolve_clock(clock)
+        self._log: JsonlLog[dict[str, Any]] = JsonlLog(
+            self.path, decode=self._decode, corruption_error=TranscriptCorruptionError,
+            lock_factory=lock_factory)
+        self._records: list[dict[str, Any]] = []
+        self._open_calls: set[str] = set()  # calls without a result yet
+        self._answered_calls: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"Transcript({self.path.name!r})"
+
+    @property
+    def bytes_read(self) -> int:
+        return self._log.bytes_read
+
+    # -- reading -----------------------------------------------------------------
+
+    def _decode(self, line: int, obj: dict[str, Any]) -> dict[str, Any]:
+        def corrupt(problem: str) -> TranscriptCorruptionError:
+            return TranscriptCorruptionError(self.path.name, line, problem)
+
+        if obj.get("sequence") != line:
+            raise corrupt(f"sequence {obj.get('sequence')!r} where {line} was expected "
+                          "(a gap or reordering)")
+        if obj.get("session_id") != self.session_id:
+            raise corrupt(f"session_id {obj.get('session_id')!r} is not {self.session_id!r}")
+        if obj.get("event_id") != f"transcript:{self.session_id}:{line}":
+            raise corrupt(f"event_id {obj.get('event_id')!r} does not match its sequence")
+        if obj.get("schema_version") != SCHEMA_VERSION:
+            raise corrupt(f"schema_version {obj.get('schema_version')!r} is not supported")
+        try:
+            parse_timestamp(obj.get("recorded_at"), field="recorded_at")
+            _validate_payload({k: v for k, v in obj.items() if k not in ENVELOPE_FIELDS})
+        except InvalidInputError as exc:
+            raise corrupt(str(exc)) from None
+        return obj
+
+    def _catch_up(self) -> None:
+        for record in self._log.refresh():
+            self._remember(record)
+
+    def _remember(self, record: dict[str, Any]) -> None:
+        self._records.append(record)
+        if record["type"] == "function_call":
+            self._open_calls.add(record["call_id"])
+        elif record["type"] == "function_call_result":
+            self._open_calls.discard(record["call_id"])
+            self._answered_calls.add(record["call_id"])
+
+    def __len__(self) -> int:
+        self._catch_up()
+        return len(self._records)
+
+    def events(self) -> tuple[dict[str, Any], ...]:
+        """Copies of every stored record, in sequence order."""
+        self._catch_up()
+        return tuple(copy.deepcopy(record) for record in self._records)
+
+    def lookup(self, event_id: str) -> dict[str, Any] | None:
+        """A copy of the record with ``event_id``, or ``None`` (for source resolvers)."""
+        self._catch_up()
+        prefix = f"transcript:{self.session_id}:"
+        if not isinstance(event_id, str) or not event_id.startswith(prefix):
+            return None
+        number = event_id[len(prefix):]
+        if not number.isdigit() or not 1 <= int(number) <= len(self._records):
+            return None
+        return copy.deepcopy(self._records[int(number) - 1])
+
+    # -- writing -----------------------------------------------------------------
+
+    def append(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate ``event``, give it an envelope, store it durably, return the record."""
+        body = _validate_payload(event)
+        recorded_at = parse_timestamp(self.clock.now(), field="clock.now()")
+        with self._log.locked():
+            self._catch_up()
+            self._check_tool_protocol(body)
+            sequence = len(self._records) + 1
+            record = {
+                "schema_version": SCHEMA_VERSION,
+                "sequence": sequence,
+                "session_id": self.session_id,
+                "event_id": f"transcript:{self.session_id}:{sequence}",
+                "recorded_at": format_timestamp(recorded_at),
+                **body,
+            }
+            try:
+                self._log.append(record)
+            except InvalidInputError as exc:
+                raise _refuse("event", exc.problem) from None
+        self._remember(record)
+        return copy.deepcopy(record)
+
+    def _check_tool_protocol(self, body: dict[str, Any]) -> None:
+        call_id = body.get("call_id")
+        if body["type"] == "function_call" and (
+                call_id in self._open_calls or call_id in self._answered_calls):
+            raise _refuse("event.call_id", f"{call_id!r} was already used by another call",
+                          "give every function call a unique call_id")
+        if body["type"] == "function_call_result" and call_id not in self._open_calls:
+            state = "was already answered" if call_id in self._answered_calls else "is unknown"
+            raise _refuse("event.call_id", f"{call_id!r} {state}",
+                          "append the function_call first; each call gets one result")
+
+    # -- deriving ----------------------------------------------------------------
+
+    def replay_state(self, *, max_items: int = 1000) -> ReplayState:
+        """Fold the events into the state a runtime needs; the last ``max_items`` messages."""
+        if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 1:
+            raise _refuse("max_items", f"must be an integer >= 1, got {max_items!r}")
+        self._catch_up()
+        torn = self._log.torn_tail_bytes > 0
+        title: str | None = None
+        snapshots: dict[str, str] = {}
+        counts: Counter[str] = Counter()
+        folded: list[dict[str, Any]] = []
+        answered = {r["call_id"] for r in self._records if r["type"] == "function_call_result"}
+
+        def add(role: str, block: dict[str, Any]) -> None:
+            if folded and folded[-1]["role"] == role:
+                folded[-1]["content"].append(block)
+            else:
+                folded.append({"role": role, "content": [block]})
+
+        pending = []
+        for record in self._records:
+            kind = record["type"]
+            counts[kind] += 1
+            if kind == "message":
+                add(record["role"], {"type": "text", "text": record["content"]})
+            elif kind == "function_call":
+                if record["call_id"] in answered:
+                    add("assistant", {"type": "tool_use", "id": record["call_id"],
+                                      "name": record["name"], "input": record["arguments"]})
+                else:
+                    pending.append(record["call_id"])  # still running: not replayable yet
+            elif kind == "function_call_result":
+                add("user", {"type": "tool_result", "tool_use_id": record["call_id"],
+                             "content": record["output"]})
+            elif kind == "file-history-snapshot":
+                snapshots[record["path"]] = record["sha256"]
+            elif kind == "ai-title":
+                title = record["title"]
+        window = folded[-max_items:]
+        while window and _strip_tool_results(window[0]):
+            window.pop(0)  # a window never starts with an orphaned tool result
+        return ReplayState(
+            session_id=self.session_id,
+            messages=tuple(_plain(message) for message in window),
+            title=title,
+            file_snapshots=MappingProxyType(dict(sorted(snapshots.items()))),
+            counts=MappingProxyType(dict(sorted(counts.items()))),
+            next_sequence=len(self._records) + 1,
+            torn_tail_ignored=torn,
+            pending_tool_calls=tuple(pending),
+            messages_outside_window=len(folded) - len(window),
+        )
+
+    # -- selecting ---------------------------------------------------------------
+
+    def select_memory_candidate(self, event_id: str, *, summary: str,
+                                reason: str) -> TranscriptMemoryCandidate:
+        """Point memory at one event: its id becomes the source id; its content stays here."""
+        record = self.lookup(event_id)
+        if record is None:
+            raise MemorySelectionError("event_id", f"{event_id!r} is not an event of "
+                                       f"session {self.session_id!r}",
+                                       "use an event_id returned by append() or lookup()")
+        if record["type"] not in SELECTABLE_TYPES:
+            raise MemorySelectionError(
+                "event_id", f"{event_id!r} is a {record['type']!r} event",
+                f"only {' and '.join(SELECTABLE_TYPES)} events can become memory candidates")
+        for name, value, limit in (("summary", summary, MAX_SUMMARY_CHARS),
+                                   ("reason", reason, MAX_REASON_CHARS)):
+            try:
+                require_text(value, name, max_chars=limit)
+            except InvalidInputError as exc:
+                raise MemorySelectionError(exc.field, exc.problem, exc.fix) from None
+        label = record.get("role", record["type"])
+        source = MemorySource(
+            source_id=record["event_id"],
+            source_type="transcript_event",
+            title=f"{self.session_id} #{record['sequence']} ({label})",
+            captured_at=record["recorded_at"],
+        )
+        return TranscriptMemoryCandidate(source, summary, reason, record["type"])
+
+
+def _strip_tool_results(message: dict[str, Any]) -> bool:
+    """Drop tool_result blocks from a leading message; True if nothing is left of it."""
+    message["content"] = [b for b in message["content"] if b["type"] != "tool_result"]
+    return not message["content"]
+
+
+def _plain(message: dict[str, Any]) -> dict[str, Any]:
+    """A lone text block becomes a plain string, as most chat APIs expect."""
+    blocks = copy.deepcopy(message["content"])  # callers own what they get
+    if len(blocks) == 1 and blocks[0]["type"] == "text":
+        return {"role": message["role"], "content": blocks[0]["text"]}
+    return {"role": message["role"], "content": blocks}
