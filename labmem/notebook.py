@@ -58,7 +58,7 @@ def _configure_kernel() -> None:
     set_matplotlib_formats("png")
     # failure cells show "ErrorType: message" — the lesson — without a stack of
     # library frames and machine-specific paths
-    shell.run_line_magic("xmode", "Minimal")
+    shell.InteractiveTB.set_mode(mode="Minimal")  # the %xmode magic would print
 
 
 def scratch_dir(name: str) -> Path:

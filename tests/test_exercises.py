@@ -35,3 +35,17 @@ def test_s12_tie_break():
     assert s12.check_tie_break("memory-a17")
     assert not s12.check_tie_break("memory-b02")
     assert not s12.check_tie_break("rank 1")
+
+
+def test_s09_checkers():
+    from labmem.exercises import s09
+
+    for check in (s09.check_selectable, s09.check_window, s09.check_sequence_after_crash):
+        assert "not answered" in check(None).message
+    assert s09.check_selectable([1, 5, 6])
+    assert not s09.check_selectable([1, 2, 5, 6])
+    assert not s09.check_selectable([1, 5])
+    assert s09.check_window(1)
+    assert not s09.check_window(2) and not s09.check_window(0)
+    assert s09.check_sequence_after_crash(8)
+    assert not s09.check_sequence_after_crash(9)

@@ -1,0 +1,123 @@
+"""Checkers for the s11 exercises (user memory: revisions, staleness, expiry)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from labmem.clock import FixedClock, parse_timestamp
+from labmem.exercises import Feedback, not_answered
+from labmem.user import StalePreferenceUpdateError, UserMemory, is_active
+
+T0 = parse_timestamp("2026-08-01T00:00:00Z", field="T0")
+
+#: Exercise 1 and 2: (operation, value, updated_at in hours after T0), run in this order.
+EXERCISE_1_WRITES: tuple[tuple[str, str | None, int], ...] = (
+    ("set", "dark", 1),
+    ("set", "dark", 4),
+    ("set", "light", 3),
+    ("set", "sepia", 3),
+    ("delete", None, 6),
+    ("set", "dark", 5),
+    ("set", "dark", 7),
+)
+
+#: Exercise 3: key → expires_at (None = never); which are active at EXERCISE_3_AS_OF?
+EXERCISE_3_EXPIRIES: dict[str, str | None] = {
+    "reply.language": None,
+    "mood.today": "2026-08-01T18:00:00Z",
+    "trip.city": "2026-08-03T00:00:00Z",
+    "sale.reminder": "2026-08-02T00:00:00Z",
+}
+EXERCISE_3_AS_OF = "2026-08-02T00:00:00Z"
+
+
+def replay_exercise_1() -> list[tuple[str, int]]:
+    """Run :data:`EXERCISE_1_WRITES` against a real, throw-away UserMemory.
+
+    Each step gives ``(status, revision)``; a refused write gives ``("stale", revision
+    so far)``. The checkers compare learners' answers with this, not with a hand copy.
+    """
+    with tempfile.TemporaryDirectory(prefix="labmem-s11-ex-") as root:
+        memory = UserMemory(root, user_id="exercise", clock=FixedClock(T0))
+        outcomes: list[tuple[str, int]] = []
+        revision = 0
+        for op, value, hours in EXERCISE_1_WRITES:
+            when = T0 + timedelta(hours=hours)
+            try:
+                if op == "set":
+                    write = memory.set_preference("theme", value, updated_at=when)
+                else:
+                    write = memory.delete_preference("theme", deleted_at=when)
+            except StalePreferenceUpdateError:
+                outcomes.append(("stale", revision))
+                continue
+            revision = write.revision
+            outcomes.append((write.status, write.revision))
+        return outcomes
+
+
+def check_statuses(answer: Sequence[str] | None) -> Feedback:
+    """Exercise 1: the status of each write in :data:`EXERCISE_1_WRITES` ('stale' if refused)."""
+    name = "exercise 1 (statuses)"
+    if answer is None:
+        return not_answered(name)
+    expected = [status for status, _ in replay_exercise_1()]
+    if isinstance(answer, str):
+        return Feedback(name, False, "answer with a list of statuses, one per write")
+    got = list(answer)
+    if got == expected:
+        return Feedback(name, True, "same state → unchanged, older change → stale, "
+                                    "delete → tombstone, newer write → created again")
+    if len(got) != len(expected):
+        return Feedback(name, False, f"there are {len(expected)} writes; you gave {len(got)} "
+                                     "statuses")
+    first = next(i for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e)
+    return Feedback(name, False, f"write {first + 1} is wrong — compare the state "
+                                 "(value, expires_at, source_event_id) first, then updated_at")
+
+
+def check_final_revision(answer: int | None) -> Feedback:
+    """Exercise 2: the revision of 'theme' after all of :data:`EXERCISE_1_WRITES`."""
+    name = "exercise 2 (final revision)"
+    if answer is None:
+        return not_answered(name)
+    expected = replay_exercise_1()[-1][1]
+    if isinstance(answer, bool) or not isinstance(answer, int):
+        return Feedback(name, False, f"expected an integer, got {type(answer).__name__}")
+    if answer == expected:
+        return Feedback(name, True, "unchanged and stale writes add no revision; the "
+                                    "tombstone and the re-creation each do")
+    if answer == len(EXERCISE_1_WRITES):
+        return Feedback(name, False, "not every write makes a revision")
+    return Feedback(name, False, "count only the writes that changed the stored state")
+
+
+def active_keys(as_of: datetime | str = EXERCISE_3_AS_OF) -> tuple[str, ...]:
+    """The exercise-3 keys that are active at ``as_of``, sorted."""
+    at = parse_timestamp(as_of, field="as_of")
+    return tuple(sorted(
+        key for key, expiry in EXERCISE_3_EXPIRIES.items()
+        if is_active(None if expiry is None else parse_timestamp(expiry, field="expiry"), at)
+    ))
+
+
+def check_active_keys(answer: Sequence[str] | None) -> Feedback:
+    """Exercise 3: the sorted keys of :data:`EXERCISE_3_EXPIRIES` active at the given time."""
+    name = "exercise 3 (active at the boundary)"
+    if answer is None:
+        return not_answered(name)
+    if isinstance(answer, str):
+        return Feedback(name, False, "answer with a list of keys")
+    expected = active_keys()
+    got = tuple(answer)
+    if got == expected:
+        return Feedback(name, True, "active while as_of < expires_at — expired exactly at it")
+    if sorted(set(got)) == list(expected):
+        return Feedback(name, False, "right keys; give them sorted, each once")
+    if "sale.reminder" in got:
+        return Feedback(name, False, "sale.reminder expires exactly at as_of: it is already "
+                                     "expired")
+    return Feedback(name, False, "a key without expires_at never expires; compare each "
+                                 "expires_at with as_of")
