@@ -185,11 +185,23 @@ class JsonlLog(Generic[T]):
 
 def write_snapshot(path: str | os.PathLike[str], document: Any) -> None:
     """Replace ``path`` with ``document`` as JSON, atomically and durably."""
-    target = Path(path)
     try:
         payload = json.dumps(document, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
     except (TypeError, ValueError) as exc:
         raise InvalidInputError("document", f"is not JSON-serializable ({exc})") from None
+    write_text_atomic(path, payload)
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically and durably.
+
+    Used for snapshots and for projections such as ``MEMORY.md``: a reader sees the
+    old file or the new one, never half of either.
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError("text", f"must be a string, got {type(text).__name__}")
+    payload = text
+    target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

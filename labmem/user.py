@@ -31,7 +31,13 @@ from typing import Any
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import CorruptionError, InvalidInputError, LabmemError, ScopeError
 from labmem.provenance import require_text, scope_digest
-from labmem.storage import LockFactory, file_lock, read_snapshot, write_snapshot
+from labmem.storage import (
+    LockFactory,
+    file_lock,
+    read_snapshot,
+    write_snapshot,
+    write_text_atomic,
+)
 
 __all__ = [
     "PROFILE_FIELDS",
@@ -328,13 +334,7 @@ class UserMemory:
                  as_of: datetime) -> None:
         """Rewrite MEMORY.md (atomically) from the profile and the active preferences."""
         text = render_memory_md(self.user_scope, profile, _active(prefs, as_of), as_of)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        temp = self.directory / ".MEMORY.md.tmp"
-        with open(temp, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, self.memory_md_path)
+        write_text_atomic(self.memory_md_path, text)
 
     # -- profile --------------------------------------------------------------------
 
