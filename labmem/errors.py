@@ -8,6 +8,11 @@ on), and every message names the offending field or value and what to do about i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
 
 class LabmemError(Exception):
     """Base class of every error raised on purpose by labmem."""
@@ -53,3 +58,18 @@ class ScopeError(LabmemError):
 
 class DuplicateError(LabmemError):
     """An id that must be unique is already taken."""
+
+
+def validated_as(error: type[InvalidInputError], check: Callable[..., T], *args: Any,
+                 **kwargs: Any) -> T:
+    """Run a core validator; re-raise its refusal as a layer's own validation error.
+
+    Layers call core checks (``require_text``, ``parse_timestamp`` …) and let callers
+    catch one layer-specific error class, with the same field, problem and fix.
+    """
+    try:
+        return check(*args, **kwargs)
+    except InvalidInputError as exc:
+        if isinstance(exc, error):
+            raise
+        raise error(exc.field, exc.problem, exc.fix) from None

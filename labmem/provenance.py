@@ -20,14 +20,15 @@ from labmem.errors import InvalidInputError
 SCOPE_DIGEST_LENGTH = 16
 
 
-def scope_digest(owner_id: str) -> str:
+def scope_digest(owner_id: str, *, field: str = "owner_id") -> str:
     """A stable, non-reversible scope string for a user or workspace id.
 
     The same id always gives the same scope on every machine, and the id itself
     (which may be an e-mail address) is never written to disk.
     """
     if not isinstance(owner_id, str) or not owner_id.strip():
-        raise InvalidInputError("owner_id", "must be a non-blank string")
+        raise InvalidInputError(field, f"must be a non-blank string, got {owner_id!r}",
+                                "pass the id of the user or workspace that owns this memory")
     digest = hashlib.sha256(f"labmem-scope:v1:{owner_id}".encode()).hexdigest()
     return digest[:SCOPE_DIGEST_LENGTH]
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
@@ -29,6 +30,7 @@ from labmem.errors import (
     InvalidInputError,
     LabmemError,
     ScopeError,
+    validated_as,
 )
 from labmem.provenance import MemorySource, require_text, scope_digest
 from labmem.storage import JsonlLog, LockFactory, file_lock
@@ -123,12 +125,7 @@ def derive_memory_id(kind: MemoryKind, source: MemorySource, content: str) -> st
     return f"{kind.value}-{hashlib.sha256(basis.encode()).hexdigest()[:16]}"
 
 
-def _validated(check, *args, **kwargs):
-    """Run a core validator and re-raise its refusal as this layer's validation error."""
-    try:
-        return check(*args, **kwargs)
-    except InvalidInputError as exc:
-        raise RemoteMemoryValidationError(exc.field, exc.problem, exc.fix) from None
+_validated = partial(validated_as, RemoteMemoryValidationError)
 
 
 class RemoteMemoryStore:
@@ -147,12 +144,7 @@ class RemoteMemoryStore:
         clock: Clock | None = None,
         lock_factory: LockFactory = file_lock,
     ) -> None:
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise RemoteMemoryValidationError(
-                "user_id", f"must be a non-blank string, got {user_id!r}",
-                "pass the id of the user whose memories this file holds",
-            )
-        self.user_scope = scope_digest(user_id)
+        self.user_scope = _validated(scope_digest, user_id, field="user_id")
         self.clock = resolve_clock(clock)
         self._log: JsonlLog[StoredMemory] = JsonlLog(
             path,

@@ -24,12 +24,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
-from labmem.errors import CorruptionError, InvalidInputError, LabmemError, ScopeError
+from labmem.errors import (
+    CorruptionError,
+    InvalidInputError,
+    LabmemError,
+    ScopeError,
+    validated_as,
+)
 from labmem.provenance import require_text, scope_digest
 from labmem.storage import (
     LockFactory,
@@ -102,12 +109,7 @@ class StalePreferenceUpdateError(UserMemoryError):
         )
 
 
-def _validated(check, *args, **kwargs):
-    """Run a core validator and re-raise its refusal as this layer's validation error."""
-    try:
-        return check(*args, **kwargs)
-    except InvalidInputError as exc:
-        raise UserMemoryValidationError(exc.field, exc.problem, exc.fix) from None
+_validated = partial(validated_as, UserMemoryValidationError)
 
 
 def _timestamp(value: Any, field: str) -> datetime:
@@ -222,18 +224,14 @@ class UserMemory:
         clock: Clock | None = None,
         lock_factory: LockFactory = file_lock,
     ) -> None:
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise UserMemoryValidationError(
-                "user_id", f"must be a non-blank string, got {user_id!r}",
-                "pass the id of the user whose memory this is",
-            )
+        user_scope = _validated(scope_digest, user_id, field="user_id")
         if not isinstance(root, (str, os.PathLike)):
             raise UserMemoryValidationError(
                 "root", f"must be a path, got {type(root).__name__}",
                 "pass the directory that holds every user's memory",
             )
         self.root = Path(root)
-        self.user_scope = scope_digest(user_id)
+        self.user_scope = user_scope
         self.clock = _validated(resolve_clock, clock)
         self.directory = self.root / "users" / self.user_scope
         self.profile_path = self.directory / "profile.json"
