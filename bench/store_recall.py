@@ -59,7 +59,6 @@ they are wall-clock numbers for this machine only — compare the ratios, not th
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import random
 import sqlite3
@@ -72,6 +71,18 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
+from benchlib import (  # bench/ is on sys.path when this runs as a script
+    COUNT,
+    MS,
+    RATIO,
+    US,
+    Columns,
+    Timing,
+    progress,
+    render_table,
+    seconds_since,
+    write_csv,
+)
 
 from labmem.clock import UTC, FixedClock
 from labmem.provenance import MemorySource, scope_digest
@@ -153,14 +164,6 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
             or settings.recalls < 1:
         parser.error("sizes, --appends and --recalls must be positive")
     return settings
-
-
-def progress(message: str) -> None:
-    """Progress goes to stderr, so stdout holds only the results."""
-    print(message, file=sys.stderr, flush=True)
-
-
-# -- synthetic corpus ----------------------------------------------------------------
 
 
 class Corpus:
@@ -327,29 +330,6 @@ def create_fts(path: Path, records: Sequence[StoredMemory]) -> sqlite3.Connectio
 # -- measuring -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Timing:
-    """Summary of one operation's samples, in microseconds."""
-
-    mean: float
-    p50: float
-    p95: float
-
-    @classmethod
-    def of(cls, seconds: Sequence[float]) -> Timing:
-        """Mean and nearest-rank percentiles of ``seconds``, converted to µs."""
-        ordered = sorted(seconds)
-
-        def rank(p: float) -> float:
-            return ordered[max(0, math.ceil(p * len(ordered)) - 1)] * 1e6
-
-        return cls(mean=sum(ordered) / len(ordered) * 1e6, p50=rank(0.50), p95=rank(0.95))
-
-
-def seconds_since(start: float) -> float:
-    return time.perf_counter() - start
-
-
 def time_recalls(engine: RecallEngine, fts: sqlite3.Connection | None,
                  queries: Sequence[str]) -> dict[str, float]:
     """Warm-up (first query) and steady-state timings of both recall engines."""
@@ -487,10 +467,6 @@ def bench_size(size: int, settings: Settings, corpus: Corpus, queries: Sequence[
 
 # -- reporting -----------------------------------------------------------------------
 
-# Each table: (group label, [(column label, results column, format)]) — a group's label
-# is centred over its columns, like a spreadsheet's merged header cell.
-Columns = list[tuple[str, list[tuple[str, str, str]]]]
-COUNT, MS, US, RATIO = "{:,.0f}", "{:,.1f}", "{:,.0f}", "{:.2f}"
 APPEND_TABLE: Columns = [
     ("store", [("records", "records", COUNT), ("open ms", "open_ms", MS)]),
     ("labmem append", [("mean", "append_mean_us", US), ("p50", "append_p50_us", US),
@@ -508,26 +484,6 @@ RECALL_TABLE: Columns = [
     ("labmem ÷", [("fts5", "recall_x_fts5", RATIO)]),
     ("build ms", [("fts5", "fts5_build_ms", MS)]),
 ]
-
-
-def render_table(results: pd.DataFrame, table: Columns) -> str:
-    """An aligned plain-text table with a two-line header; absent columns are left out."""
-    blocks = []  # one block of equal-width lines per group
-    for group, columns in table:
-        cells = [[label] + [fmt.format(v) for v in results[key]]
-                 for label, key, fmt in columns if key in results]
-        if not cells:
-            continue
-        widths = [max(map(len, column)) for column in cells]
-        span = sum(widths) + 2 * (len(widths) - 1)
-        if len(group) > span:  # widen the first column so the group label fits
-            widths[0] += len(group) - span
-            span = len(group)
-        rows = ["  ".join(column[i].rjust(w) for column, w in zip(cells, widths, strict=True))
-                for i in range(len(cells[0]))]
-        blocks.append([group.center(span)] + rows)
-    return "\n".join("   ".join(block[i] for block in blocks).rstrip()
-                     for i in range(len(blocks[0])))
 
 
 def flatness_line(results: pd.DataFrame) -> str:
@@ -558,16 +514,6 @@ def report(results: pd.DataFrame, settings: Settings, with_fts: bool) -> None:
     print()
     if len(results) > 1:
         print(flatness_line(results))
-
-
-def write_csv(results: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    results.to_csv(path, index=False, float_format="%.3f")
-    try:
-        shown = path.resolve().relative_to(REPO_ROOT)
-    except ValueError:
-        shown = Path(path.name)
-    print(f"Wrote {shown}")
 
 
 # -- main ----------------------------------------------------------------------------
