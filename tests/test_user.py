@@ -345,3 +345,28 @@ def test_records_round_trip():
     pref = Preference("theme", "dark", 2, at(1), expires_at=at(3), source_event_id="e")
     assert Preference.from_dict(pref.to_dict()) == pref
     assert pref.to_dict()["updated_at"] == "2026-08-01T01:00:00Z"
+
+
+def _race_distinct_keys(tmp_path, *, noop_lock, workers=4, per_worker=3):
+    ctx = multiprocessing.get_context("spawn")
+    start, pause, results = ctx.Barrier(workers), ctx.Barrier(workers), ctx.Queue()
+    procs = [ctx.Process(target=user_workers.set_keys_with_widened_window,
+                         args=(str(tmp_path), w, per_worker, noop_lock, start, pause, results))
+             for w in range(workers)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    return len(make(tmp_path).list_preferences()), workers * per_worker
+
+
+def test_13_widened_race_loses_nothing_with_the_lock(tmp_path):
+    stored, written = _race_distinct_keys(tmp_path, noop_lock=False)
+    assert stored == written
+
+
+def test_13_the_same_race_loses_updates_without_the_lock(tmp_path):
+    """Control experiment: with a no-op lock, read-modify-write loses other writers' keys."""
+    stored, written = _race_distinct_keys(tmp_path, noop_lock=True)
+    assert stored < written
