@@ -19,7 +19,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	$(PIP) install -q -c constraints.txt -e '.[dev,online]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labmem)" >/dev/null
 	touch $(STAMP)
 
@@ -45,7 +45,7 @@ bench: install
 	$(BIN)/python bench/store_recall.py
 
 lock: | $(BIN)/python
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,online]'
 	( echo "# Pinned versions for make/CI: regenerate with 'make lock' after changing pyproject.toml."; \
 	  $(PIP) freeze --exclude-editable ) > constraints.txt
 

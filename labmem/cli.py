@@ -49,7 +49,24 @@ def register_recall(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_recall)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [register_demo, register_recall]
+def _chat(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from labmem.chat import run_chat
+
+    return run_chat(workdir=Path(args.workdir))
+
+
+def register_chat(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("chat", help="talk to a model that can recall your history "
+                                         "(needs the online extra, ANTHROPIC_API_KEY, MODEL_ID)")
+    parser.add_argument("--workdir", default=".", help="directory read_file may read")
+    parser.set_defaults(handler=_chat)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    register_demo, register_recall, register_chat,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ def test_environment_yml_installs_the_pyproject_and_nothing_else():
     conda = [d for d in deps if isinstance(d, str)]
     pip = [d for d in deps if isinstance(d, dict)]
     assert sorted(d.split("=")[0] for d in conda) == ["pip", "python"], conda
-    assert len(pip) == 1 and "-e .[dev]" in pip[0]["pip"]
+    assert len(pip) == 1 and "-e .[dev,online]" in pip[0]["pip"]
     python = next(d for d in conda if d.startswith("python"))
     minimum = _pyproject()["project"]["requires-python"].removeprefix(">=")
     assert tuple(map(int, python.split("=")[1].split("."))) >= tuple(map(int, minimum.split(".")))
@@ -33,7 +33,8 @@ def test_constraints_pin_every_declared_dependency():
             name, _, version = line.partition("==")
             pins[name.lower().replace("_", "-")] = version
     project = _pyproject()["project"]
-    declared = project["dependencies"] + project["optional-dependencies"]["dev"]
+    extras = project["optional-dependencies"]
+    declared = project["dependencies"] + extras["dev"] + extras["online"]
     for requirement in declared:
         name = requirement.split(">")[0].split("=")[0].split("[")[0].strip().lower()
         assert name in pins, f"{name} is declared in pyproject.toml but not pinned"
