@@ -64,8 +64,24 @@ def register_chat(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_chat)
 
 
+def _resilience(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from labmem.resilience import run_scorecard
+
+    results, _ = run_scorecard(Path(args.output_dir) if args.output_dir else None)
+    return 0 if all(r.passed for r in results) else 1
+
+
+def register_resilience(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("resilience", help="run the fault-injection scorecard")
+    parser.add_argument("--output-dir", help="where to write resilience_report.json "
+                                             "(default: a new temporary directory)")
+    parser.set_defaults(handler=_resilience)
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    register_demo, register_recall, register_chat,
+    register_demo, register_recall, register_chat, register_resilience,
 ]
 
 

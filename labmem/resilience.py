@@ -1,0 +1,292 @@
+"""The resilience scorecard: fault injection against the real storage layers.
+
+Each case sets up a fault — concurrent writers, a copied file, a torn line, a
+``SIGKILL`` mid-stream, a tampered artifact, a crash inside a lease publication — and
+observes what the layer does. A case returns :class:`CaseResult` (passed + what was
+observed); an unexpected exception is that case's failure, and the other cases still run.
+
+Cases take the system under test as a parameter (``make_store`` for the s12 store), so
+the test suite can run each case against a deliberately broken double and watch it
+fail: a scorecard whose cases cannot fail would prove nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from labmem.clock import FixedClock
+from labmem.errors import CorruptionError, DuplicateError, ScopeError
+from labmem.provenance import MemorySource
+from labmem.recall import RecallEngine
+from labmem.remote import MemoryKind, RemoteMemoryStore
+
+NOW = "2026-08-01T12:00:00Z"
+StoreFactory = Callable[..., RemoteMemoryStore]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case's verdict and what was observed (numbers, never record text)."""
+
+    case: str
+    passed: bool
+    observed: str
+
+
+def real_store(path: str | os.PathLike[str], user_id: str) -> RemoteMemoryStore:
+    """The system under test: labmem's own store on a fixed clock."""
+    return RemoteMemoryStore(path, user_id=user_id, clock=FixedClock(NOW))
+
+
+def _source(n: int | str) -> MemorySource:
+    return MemorySource(f"transcript-{n}", "conversation_transcript", f"decision {n}", NOW)
+
+
+def _add(store: RemoteMemoryStore, memory_id: str, content: str = "Chose SQLite WAL."):
+    return store.append(kind=MemoryKind.CONVERSATION, memory_id=memory_id, content=content,
+                        summary=content, source=_source(memory_id))
+
+
+# -- the cases -------------------------------------------------------------------------
+
+
+def _race_writer(make_store, path, start, pause, results):
+    """A writer that pauses between its duplicate check and its write (a slow disk)."""
+    from labmem import storage
+
+    store = make_store(path, "alice")
+    store.read_all()
+    original = storage.JsonlLog.append
+
+    def slow_append(self, record):
+        with contextlib.suppress(threading.BrokenBarrierError):
+            pause.wait(timeout=2.0)
+        return original(self, record)
+
+    storage.JsonlLog.append = slow_append
+    start.wait()
+    try:
+        _add(store, "memory-42")
+        results.put("stored")
+    except DuplicateError:
+        results.put("duplicate")
+    except Exception as exc:  # noqa: BLE001 - reported, not hidden
+        results.put(type(exc).__name__)
+
+
+def concurrent_duplicate_write(workdir: Path, make_store: StoreFactory = real_store,
+                               writers: int = 4) -> CaseResult:
+    path = workdir / "race.jsonl"
+    ctx = multiprocessing.get_context("spawn")
+    start, pause, results = ctx.Barrier(writers), ctx.Barrier(writers), ctx.Queue()
+    procs = [ctx.Process(target=_race_writer, args=(make_store, str(path), start, pause,
+                                                    results)) for _ in range(writers)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=60)
+    outcomes = sorted(results.get(timeout=10) for _ in procs)
+    lines = [line for line in path.read_bytes().split(b"\n") if line] if path.exists() else []
+    passed = outcomes == ["duplicate"] * (writers - 1) + ["stored"] and len(lines) == 1
+    return CaseResult("concurrent_duplicate_write", passed,
+                      f"{writers} writers, one id: {outcomes.count('stored')} stored, "
+                      f"{outcomes.count('duplicate')} duplicate errors, {len(lines)} lines")
+
+
+def id_collision_different_content(workdir: Path,
+                                   make_store: StoreFactory = real_store) -> CaseResult:
+    path = workdir / "collision.jsonl"
+    _add(make_store(path, "alice"), "memory-7", "first content")
+    refused = False
+    try:
+        _add(make_store(path, "alice"), "memory-7", "different content")
+    except DuplicateError:
+        refused = True
+    records = make_store(path, "alice").read_all()
+    kept = [r.content for r in records if r.memory_id == "memory-7"]
+    passed = refused and kept == ["first content"]
+    return CaseResult("id_collision_different_content", passed,
+                      f"second write refused={refused}; copies of the id stored={len(kept)}; "
+                      f"first content kept={kept == ['first content']}")
+
+
+def cross_scope_open(workdir: Path, make_store: StoreFactory = real_store) -> CaseResult:
+    path = workdir / "scoped.jsonl"
+    _add(make_store(path, "alice"), "memory-1")
+    bob = make_store(path, "bob")
+    refused = []
+    for name, read in (("read_all", bob.read_all), ("get", lambda: bob.get("memory-1")),
+                       ("latest_profile", bob.latest_profile),
+                       ("recall", lambda: RecallEngine(bob).recall("sqlite"))):
+        try:
+            read()
+        except ScopeError:
+            refused.append(name)
+    return CaseResult("cross_scope_open", len(refused) == 4,
+                      f"another user's file refused on {len(refused)}/4 read paths")
+
+
+def torn_complete_line(workdir: Path, make_store: StoreFactory = real_store) -> CaseResult:
+    path = workdir / "torn.jsonl"
+    store = make_store(path, "alice")
+    for n in range(3):
+        _add(store, f"memory-{n}")
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1][: len(lines[1]) // 2]  # a torn write that did get its newline
+    path.write_bytes(b"\n".join(lines))
+    try:
+        count = len(make_store(path, "alice").read_all())
+        return CaseResult("torn_complete_line", False,
+                          f"read {count} records; the damaged line was skipped silently")
+    except CorruptionError as exc:
+        return CaseResult("torn_complete_line", exc.line == 2,
+                          f"corruption reported at line {exc.line}")
+
+
+def unterminated_tail(workdir: Path, make_store: StoreFactory = real_store) -> CaseResult:
+    path = workdir / "tail.jsonl"
+    store = make_store(path, "alice")
+    for n in range(3):
+        _add(store, f"memory-{n}")
+    with open(path, "ab") as handle:
+        handle.write(b'{"memory_id":"memory-3","user_sc')
+    reopened = make_store(path, "alice")
+    seen = len(reopened.read_all())
+    _add(reopened, "memory-4")
+    try:
+        after = len(make_store(path, "alice").read_all())
+    except CorruptionError as exc:
+        return CaseResult("unterminated_tail", False, f"after the next append: {exc}")
+    passed = seen == 3 and after == 4 and path.read_bytes().endswith(b"\n")
+    return CaseResult("unterminated_tail", passed,
+                      f"{seen} records with the tail ignored; {after} after the next append")
+
+
+KILL_WRITER = textwrap.dedent("""
+    import sys
+    from labmem.resilience import _add, load_factory
+    store = load_factory(sys.argv[2])(sys.argv[1], "alice")
+    n = 0
+    while True:
+        _add(store, f"memory-{n}", "x" * 2000)
+        print(n, flush=True)  # acknowledged only after append() returned
+        n += 1
+""")
+
+
+def load_factory(spec: str) -> StoreFactory:
+    """``"module:function"`` → the store factory (so a child process can build the same one)."""
+    module, _, name = spec.partition(":")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+def sigkill_mid_stream(workdir: Path, factory_spec: str = "labmem.resilience:real_store",
+                       acknowledged_before_kill: int = 30) -> CaseResult:
+    path = workdir / "killed.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", KILL_WRITER, str(path), factory_spec],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    acked = []
+    for line in proc.stdout:
+        acked.append(f"memory-{line.strip()}")
+        if len(acked) == acknowledged_before_kill:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    make_store = load_factory(factory_spec)
+    stored = [r.memory_id for r in make_store(path, "alice").read_all()]
+    missing = sorted(set(acked) - set(stored))
+    duplicated = len(stored) - len(set(stored))
+    passed = not missing and not duplicated
+    return CaseResult("sigkill_mid_stream", passed,
+                      f"{len(acked)} acknowledged, {len(stored)} stored after SIGKILL; "
+                      f"missing {len(missing)}, duplicated {duplicated}")
+
+
+def recall_after_restart(workdir: Path, make_store: StoreFactory = real_store,
+                         make_engine: Callable[..., Any] = RecallEngine) -> CaseResult:
+    path = workdir / "recall.jsonl"
+    store = make_store(path, "alice")
+    for n, text in enumerate(["SQLite WAL chosen", "layered memory design", "分层记忆 设计",
+                              "WAL checkpoint tuning"]):
+        _add(store, f"memory-{n}", text)
+    queries = ["sqlite wal", "memory design", "分层记忆"]
+    before = [make_engine(store).recall(q, as_of=NOW).to_dict()["hits"] for q in queries]
+    snapshot = path.read_bytes()
+    fresh = make_store(path, "alice")
+    after = [make_engine(fresh).recall(q, as_of=NOW).to_dict()["hits"] for q in queries]
+    unchanged = path.read_bytes() == snapshot
+    same = before == after
+    return CaseResult("recall_after_restart", same and unchanged,
+                      f"{sum(map(len, before))} hits over {len(queries)} queries; identical "
+                      f"after restart={same}; store bytes unchanged={unchanged}")
+
+
+STORE_CASES: dict[str, Callable[[Path], CaseResult]] = {
+    "concurrent_duplicate_write": concurrent_duplicate_write,
+    "id_collision_different_content": id_collision_different_content,
+    "cross_scope_open": cross_scope_open,
+    "torn_complete_line": torn_complete_line,
+    "unterminated_tail": unterminated_tail,
+    "sigkill_mid_stream": sigkill_mid_stream,
+    "recall_after_restart": recall_after_restart,
+}
+
+
+def all_cases() -> dict[str, Callable[[Path], CaseResult]]:
+    """Every case of the scorecard, in the order they run."""
+    return dict(STORE_CASES)
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def run_case(name: str, case: Callable[[Path], CaseResult], root: Path) -> CaseResult:
+    """Run one case in its own directory; an unexpected exception is a failure."""
+    workdir = root / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        return case(workdir)
+    except Exception as exc:  # noqa: BLE001 - the scorecard reports, it does not crash
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return CaseResult(name, False, f"unexpected {type(exc).__name__}: {exc} "
+                                       f"(at {Path(last.filename).name}:{last.lineno})")
+
+
+def run_scorecard(output_dir: Path | None = None,
+                  cases: dict[str, Callable[[Path], CaseResult]] | None = None,
+                  out: Callable[[str], None] = print) -> tuple[list[CaseResult], Path]:
+    """Run every case, print ``[PASS|FAIL] case: observed`` lines, write the JSON report."""
+    cases = all_cases() if cases is None else cases
+    output_dir = Path(output_dir) if output_dir is not None else Path(
+        tempfile.mkdtemp(prefix="labmem-resilience-"))
+    results = []
+    with tempfile.TemporaryDirectory(prefix="labmem-cases-") as scratch:
+        for name, case in cases.items():
+            result = run_case(name, case, Path(scratch))
+            results.append(result)
+            out(f"[{'PASS' if result.passed else 'FAIL'}] {result.case}: {result.observed}")
+    passed = sum(r.passed for r in results)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    report = output_dir / "resilience_report.json"
+    report.write_text(json.dumps({"passed": passed, "total": len(results),
+                                  "cases": [asdict(r) for r in results]}, indent=2) + "\n",
+                      encoding="utf-8")
+    out(f"Passed: {passed}/{len(results)}")
+    out(f"Report: {report}")
+    return results, report

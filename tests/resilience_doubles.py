@@ -1,0 +1,101 @@
+"""Deliberately broken stores and engines: each resilience case must fail against one.
+
+Importable by child processes (spawn, and the SIGKILL writer) because tests/ is on
+their sys.path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from labmem.clock import FixedClock
+from labmem.provenance import scope_digest
+from labmem.recall import RecallEngine
+from labmem.remote import RemoteMemoryDuplicateError, RemoteMemoryStore, StoredMemory
+from labmem.resilience import NOW, _add
+from labmem.storage import encode_json_line
+
+
+def no_lock_store(path, user_id):
+    """The lock replaced by a no-op: the duplicate check is no longer atomic."""
+    return RemoteMemoryStore(path, user_id=user_id, clock=FixedClock(NOW),
+                             lock_factory=lambda p: contextlib.nullcontext())
+
+
+class SwallowingStore(RemoteMemoryStore):
+    """Reports success when the id is taken (a 'retry-friendly' bug)."""
+
+    def append(self, **kwargs):
+        try:
+            return super().append(**kwargs)
+        except RemoteMemoryDuplicateError:
+            return None
+
+
+def swallowing_store(path, user_id):
+    return SwallowingStore(path, user_id=user_id, clock=FixedClock(NOW))
+
+
+def scope_blind_store(path, user_id):
+    """Every user gets Alice's scope: the scope check can never fire."""
+    store = RemoteMemoryStore(path, user_id=user_id, clock=FixedClock(NOW))
+    store.user_scope = scope_digest("alice")
+    return store
+
+
+class LenientStore(RemoteMemoryStore):
+    """Skips lines it cannot parse — the silent data loss the scorecard forbids."""
+
+    def read_all(self):
+        records = []
+        for line in self.path.read_bytes().split(b"\n"):
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                records.append(StoredMemory.from_dict(json.loads(line)))
+        return tuple(records)
+
+
+def lenient_store(path, user_id):
+    return LenientStore(path, user_id=user_id, clock=FixedClock(NOW))
+
+
+class TailBlindStore(RemoteMemoryStore):
+    """Appends with a plain 'ab' write, after whatever torn tail is there."""
+
+    def append(self, *, kind, content, summary, source, memory_id=None):
+        record = StoredMemory(memory_id, self.user_scope, kind, content, summary, source,
+                              self.clock.now())
+        with open(self.path, "ab") as handle:
+            handle.write(encode_json_line(record.to_dict()))
+        return record
+
+
+def tail_blind_store(path, user_id):
+    return TailBlindStore(path, user_id=user_id, clock=FixedClock(NOW))
+
+
+class BufferingStore(RemoteMemoryStore):
+    """Acknowledges appends before they are durable (flushes every 1,000)."""
+
+    pending: list
+
+    def append(self, **kwargs):
+        self.pending = getattr(self, "pending", [])
+        self.pending.append(kwargs)
+        if len(self.pending) == 1_000:
+            for item in self.pending:
+                super().append(**item)
+            self.pending = []
+
+
+def buffering_store(path, user_id):
+    return BufferingStore(path, user_id=user_id, clock=FixedClock(NOW))
+
+
+class WritingEngine(RecallEngine):
+    """Logs every recall back into the store — recall is no longer read-only."""
+
+    def recall(self, text, **kwargs):
+        result = super().recall(text, **kwargs)
+        _add(self.store, f"recall-log-{len(self.store)}", f"recalled {text}")
+        return result
