@@ -42,7 +42,7 @@ html: install
 	$(BIN)/python tools/render_html.py --out build $(NOTEBOOKS)
 
 bench: install
-	$(BIN)/python bench/store_recall.py
+	for b in bench/*.py; do case $$b in */benchlib.py) ;; *) $(BIN)/python $$b || exit 1;; esac; done
 
 lock: | $(BIN)/python
 	$(PIP) install -q -e '.[dev,online]'

@@ -78,6 +78,8 @@ def estimate_tokens(text: str) -> int:
     CJK ideographs are roughly one token each; other text averages about four
     characters per token. Deliberately simple: budgets built on it are reproducible.
     """
+    if text.isascii():  # no CJK possible: one "other" run (fast for megabytes of tool output)
+        return math.ceil(len(text) / 4)
     total = 0
     for run in _CJK_OR_OTHER_RUN.findall(text):
         total += len(run) if is_cjk(run[0]) else math.ceil(len(run) / 4)

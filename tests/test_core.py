@@ -146,3 +146,10 @@ def test_token_estimate_is_subadditive_at_most_plus_one(a, b):
     # joining two texts can merge one run from each side, never more
     assert estimate_tokens(a + b) <= estimate_tokens(a) + estimate_tokens(b)
     assert estimate_tokens(a + b) >= estimate_tokens(a) + estimate_tokens(b) - 1
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_fast_path_matches_the_run_rule(text):
+    runs = [text] if text else []
+    assert estimate_tokens(text) == sum(-(-len(run) // 4) for run in runs)
+    assert estimate_tokens(text + "记") == estimate_tokens(text) + 1
