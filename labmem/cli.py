@@ -80,8 +80,14 @@ def register_resilience(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_resilience)
 
 
+def register_story(sub: argparse._SubParsersAction) -> None:
+    from labmem.story.cli import register
+
+    register(sub)
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    register_demo, register_recall, register_chat, register_resilience,
+    register_demo, register_recall, register_chat, register_resilience, register_story,
 ]
 
 

@@ -1,0 +1,42 @@
+"""Case study: long-term memory for a serialized-novel writing tool (seed 004).
+
+Modules, in the order the data flows::
+
+    scratchpad   MemoryItem + the upsert rules (semantic memory, one JSON snapshot)
+    writer       chapter result → items (MemoryWriter)
+    compactor    keep the pad small without losing an event
+    index        index.db (SQLite): state changes, relationships, appearances
+    evidence     summaries/ with foreshadowing, state.json
+    bootstrap    rebuild the pad from index + summaries, with a diff
+    orchestrator the memory pack for one chapter, inside a token budget
+    adapter      MemoryContractAdapter, the stable seven-call interface
+    cli          ``labmem story …``
+    project      where a project keeps its files; errors: the layer's error classes;
+    sample       the sample serial in data/story/
+
+Importing this package does no I/O.
+"""
+
+from labmem.story.adapter import CommitReport, MemoryContractAdapter
+from labmem.story.bootstrap import BootstrapDiff, bootstrap, rebuild_scratchpad
+from labmem.story.compactor import CompactionReport, compact
+from labmem.story.errors import (
+    StoryCorruptionError,
+    StoryMemoryError,
+    StoryNotFoundError,
+    StoryProjectError,
+    StoryValidationError,
+)
+from labmem.story.index import ChapterIndex
+from labmem.story.orchestrator import MemoryOrchestrator, MemoryPack
+from labmem.story.project import StoryProject
+from labmem.story.scratchpad import CATEGORIES, STATUSES, MemoryItem, Scratchpad, load_scratchpad
+from labmem.story.writer import MemoryWriter, WriteReport
+
+__all__ = [
+    "CATEGORIES", "STATUSES", "BootstrapDiff", "ChapterIndex", "CommitReport",
+    "CompactionReport", "MemoryContractAdapter", "MemoryItem", "MemoryOrchestrator",
+    "MemoryPack", "MemoryWriter", "Scratchpad", "StoryCorruptionError", "StoryMemoryError",
+    "StoryNotFoundError", "StoryProject", "StoryProjectError", "StoryValidationError",
+    "WriteReport", "bootstrap", "compact", "load_scratchpad", "rebuild_scratchpad",
+]

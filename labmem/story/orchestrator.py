@@ -1,0 +1,241 @@
+"""MemoryOrchestrator: one memory pack per chapter, inside a token budget.
+
+The pack has three layers (seed 004) plus what the writer must not break::
+
+    working_memory     outline of this chapter, latest summaries, protagonist snapshot
+    episodic_memory    recent evidence from index.db (state changes, relations, appearances)
+    semantic_memory    active scratchpad items the outline mentions or from recent chapters
+    active_constraints world rules and still-open loops
+    recent_changes     values that a recent chapter replaced (old → new)
+    warnings           contradictions, a missing outline
+
+Fixes over the original: a missing outline gives a warning *and* ``outline=None`` (the
+warning text is never used as the outline, where it would "mention" random items);
+and the budget is enforced: every line is costed with :func:`labmem.text.estimate_tokens`,
+the cheapest-to-lose lines go first, and each cut line is listed in ``cut``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from labmem.story.errors import StoryValidationError
+from labmem.story.evidence import read_state, read_summary, summary_chapters
+from labmem.story.index import ChapterIndex
+from labmem.story.project import StoryProject, require_chapter
+from labmem.story.scratchpad import ACTIVE, CONTRADICTED, OUTDATED, MemoryItem, load_scratchpad
+from labmem.text import estimate_tokens, normalize_text
+
+SECTIONS = ("working_memory", "episodic_memory", "semantic_memory", "active_constraints",
+            "recent_changes", "warnings")
+CONSTRAINT_CATEGORIES = ("world_rules", "open_loops")
+
+#: Cut order: lower tiers go first; inside a tier, the oldest chapter goes first.
+CUT_TIERS = {"episodic_memory": 0, "recent_changes": 1, "semantic_window": 2,
+             "recent_summaries": 3, "semantic_mentioned": 4, "open_loops": 5, "world_rules": 6}
+
+
+def line_cost(text: str) -> int:
+    """Tokens one rendered line adds to the pack: its text plus the newline."""
+    return estimate_tokens(text) + 1
+
+
+def render_item(item: MemoryItem) -> str:
+    name = f"{item.subject}.{item.field}" if item.field else item.subject
+    return f"[{item.category}] {name} = {item.value} (ch {item.source_chapter})"
+
+
+@dataclass(frozen=True)
+class MemoryPack:
+    chapter: int
+    working_memory: dict[str, Any]
+    episodic_memory: tuple[str, ...]
+    semantic_memory: tuple[str, ...]
+    active_constraints: tuple[str, ...]
+    recent_changes: tuple[str, ...]
+    warnings: tuple[str, ...]
+    cut: tuple[dict[str, Any], ...]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chapter": self.chapter, "working_memory": self.working_memory,
+                "episodic_memory": list(self.episodic_memory),
+                "semantic_memory": list(self.semantic_memory),
+                "active_constraints": list(self.active_constraints),
+                "recent_changes": list(self.recent_changes), "warnings": list(self.warnings),
+                "cut": list(self.cut), "stats": self.stats}
+
+    def render(self) -> str:
+        """The text a prompt would receive; ``estimate_tokens`` of it ≤ the budget."""
+        wm = self.working_memory
+        lines = ["[working_memory]"]
+        if wm["outline"] is not None:
+            lines.append(f"outline: {wm['outline']}")
+        lines.append(_protagonist_line(wm["protagonist"]))
+        lines += wm["recent_summaries"]
+        for name in SECTIONS[1:]:
+            lines.append(f"[{name}]")
+            lines += getattr(self, name)
+        return "\n".join(lines)
+
+
+def _protagonist_line(protagonist: dict[str, Any]) -> str:
+    return "protagonist: " + ("; ".join(f"{k}={v}" for k, v in protagonist.items()) or "unknown")
+
+
+@dataclass(frozen=True)
+class _Line:
+    section: str
+    tier: str
+    chapter: int
+    order: int
+    text: str
+
+
+class MemoryOrchestrator:
+    """Reads every store of one project; writes nothing."""
+
+    def __init__(self, project: StoryProject, *, chapter_window: int = 3,
+                 summary_count: int = 2) -> None:
+        self.project = project
+        self.chapter_window = chapter_window
+        self.summary_count = summary_count
+
+    def build_memory_pack(self, chapter: int, *, outline: str | None = None,
+                          budget: int) -> MemoryPack:
+        chapter = require_chapter(chapter)
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+            raise StoryValidationError("budget", f"must be a positive token count, got {budget!r}")
+        warnings: list[str] = []
+        if outline is None and self.project.outline_path(chapter).exists():
+            outline = self.project.outline_path(chapter).read_text(encoding="utf-8").strip()
+        if outline is None or not str(outline).strip():
+            warnings.append(f"no outline for chapter {chapter}: semantic memory uses the "
+                            f"chapter window only")
+            outline = None
+        pad = load_scratchpad(self.project.scratchpad_path)
+        warnings += _contradiction_warnings(pad.items)
+        protagonist = read_state(self.project)["protagonist"]
+        first = max(1, chapter - self.chapter_window)
+        lines = self._candidate_lines(pad.items, chapter, first, outline)
+
+        fixed = [f"[{name}]" for name in SECTIONS] + [_protagonist_line(protagonist), *warnings]
+        if outline is not None:
+            fixed.append(f"outline: {outline}")
+        fixed_cost = sum(line_cost(t) for t in fixed)
+        if fixed_cost > budget:
+            raise StoryValidationError(
+                "budget", f"is {budget} tokens but the outline, protagonist and warnings alone "
+                          f"need {fixed_cost}", "raise the budget or shorten the outline")
+        total = fixed_cost + sum(line_cost(line.text) for line in lines)
+        before = total
+        heap = [(CUT_TIERS[line.tier], line.chapter, line.order, line) for line in lines]
+        heapq.heapify(heap)  # pop only as many as the budget needs, no full sort
+        cut_ids: set[int] = set()
+        cut: list[dict[str, Any]] = []
+        while total > budget:
+            _, _, order, line = heapq.heappop(heap)
+            total -= line_cost(line.text)
+            cut_ids.add(order)
+            cut.append({"section": line.section, "tier": line.tier, "text": line.text,
+                        "tokens": line_cost(line.text)})
+        kept = [line for line in lines if line.order not in cut_ids]
+
+        def section(name: str) -> tuple[str, ...]:
+            return tuple(line.text for line in kept if line.section == name)
+
+        pack = MemoryPack(
+            chapter=chapter,
+            working_memory={"outline": outline, "protagonist": protagonist,
+                            "recent_summaries": list(section("recent_summaries"))},
+            episodic_memory=section("episodic_memory"),
+            semantic_memory=section("semantic_memory"),
+            active_constraints=section("active_constraints"),
+            recent_changes=section("recent_changes"), warnings=tuple(warnings),
+            cut=tuple(cut))
+        stats = {"budget": budget, "tokens_before_cut": before, "tokens": total,
+                 "rendered_tokens": estimate_tokens(pack.render()), "lines_cut": len(cut),
+                 "semantic_items": len(pack.semantic_memory)}
+        return replace(pack, stats=stats)
+
+    def _candidate_lines(self, items: list[MemoryItem], chapter: int, first: int,
+                         outline: str | None) -> list[_Line]:
+        lines: list[_Line] = []
+
+        def add(section: str, tier: str, source_chapter: int, text: str) -> None:
+            lines.append(_Line(section, tier, source_chapter, len(lines), text))
+
+        for number in [c for c in summary_chapters(self.project) if c < chapter][
+                -self.summary_count:]:
+            summary = read_summary(self.project, number)
+            add("recent_summaries", "recent_summaries", number,
+                f"ch{number} {summary.title}: {summary.text}")
+        index = ChapterIndex(self.project.index_path)
+        for row in index.state_changes(first, chapter - 1):
+            add("episodic_memory", "episodic_memory", row.chapter,
+                f"ch{row.chapter} state {row.entity}.{row.field} -> {row.new}")
+        for rel in index.relationships(first, chapter - 1):
+            add("episodic_memory", "episodic_memory", rel.chapter,
+                f"ch{rel.chapter} relation {rel.source} -> {rel.target}: {rel.kind}")
+        seen: dict[int, list[str]] = {}
+        for number, entity in index.appearances(first, chapter - 1):
+            seen.setdefault(number, []).append(entity)
+        for number, names in seen.items():
+            add("episodic_memory", "episodic_memory", number,
+                f"ch{number} appearances: {', '.join(names)}")
+
+        mention_text = normalize_text(outline) if outline is not None else None
+        for item in items:
+            if item.status != ACTIVE or item.is_closed:
+                continue
+            if item.category in CONSTRAINT_CATEGORIES:
+                add("active_constraints", item.category, item.source_chapter, render_item(item))
+            elif mention_text is not None and _mentioned(item, mention_text):
+                add("semantic_memory", "semantic_mentioned", item.source_chapter,
+                    render_item(item))
+            elif item.source_chapter >= first:
+                add("semantic_memory", "semantic_window", item.source_chapter, render_item(item))
+        for text, source_chapter in _recent_changes(items, first):
+            add("recent_changes", "recent_changes", source_chapter, text)
+        return lines
+
+
+def _mentioned(item: MemoryItem, outline: str) -> bool:
+    names = [item.subject] + ([item.field] if item.field else [])
+    return any(normalize_text(name) in outline for name in names)
+
+
+def _contradiction_warnings(items: list[MemoryItem]) -> list[str]:
+    groups: dict[tuple[str, ...], list[MemoryItem]] = {}
+    for item in items:
+        if item.status == CONTRADICTED:
+            groups.setdefault(item.key, []).append(item)
+    warnings = []
+    for key in sorted(groups):
+        claims = groups[key]
+        name = "/".join(part for part in key[1:] if part)
+        values = " vs ".join(repr(i.value) for i in claims)
+        warnings.append(f"contradiction: {key[0]} {name} at chapter "
+                        f"{claims[0].source_chapter}: {values}")
+    return warnings
+
+
+def _recent_changes(items: list[MemoryItem], first: int) -> list[tuple[str, int]]:
+    """Active values set in the window that replaced an older value of the same key."""
+    previous: dict[tuple[str, ...], MemoryItem] = {}
+    for item in items:
+        if item.status == OUTDATED and not item.payload.get("late_arrival"):
+            best = previous.get(item.key)
+            if best is None or item.source_chapter > best.source_chapter:
+                previous[item.key] = item
+    changes = []
+    for item in items:
+        old = previous.get(item.key)
+        if item.status == ACTIVE and item.source_chapter >= first and old is not None \
+                and old.source_chapter < item.source_chapter:
+            name = f"{item.subject}.{item.field}" if item.field else item.subject
+            changes.append((f"ch{item.source_chapter} {name}: {old.value} -> {item.value}",
+                            item.source_chapter))
+    return changes

@@ -1,0 +1,176 @@
+"""MemoryWriter: a chapter's structured result becomes scratchpad items.
+
+A chapter result is the JSON the writing pipeline produces after a chapter is
+committed. Each part maps to one category::
+
+    state_changes[]       {entity, field, new[, source_chapter]}  → character_state
+    entities_new[]        {name, type, description}               → story_facts
+    relationships_new[]   {from, to, type}                        → relationships
+    chapter_meta.hook     "…"                                     → reader_promises
+    memory_facts.timeline_events[]  {event}                       → timeline
+    memory_facts.world_rules[]      {subject, field, value}       → world_rules
+    memory_facts.open_loops[]       {subject, value}              → open_loops
+    memory_facts.reader_promises[]  {subject, value}              → reader_promises
+    memory_facts.closed_loops[]     {subject, resolution}         closes an open loop
+
+``source_chapter`` on a state change lets a revised or backfilled result say "this was
+already true in chapter 4"; the scratchpad then files it by story order. Closing a loop
+writes a newer item for the loop's key marked ``closed`` — so it stops being open, and
+the compactor can remove it (the original never closed loops at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labmem.clock import Clock
+from labmem.storage import LockFactory, file_lock
+from labmem.story.compactor import (
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_TIMELINE_WINDOW,
+    CompactionReport,
+    compact,
+)
+from labmem.story.errors import StoryValidationError
+from labmem.story.project import require_chapter
+from labmem.story.scratchpad import CONFLICT, Scratchpad, UpsertOutcome, load_scratchpad
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    """What one chapter did to memory: every upsert, the warnings, the compaction (if any)."""
+
+    chapter: int
+    outcomes: tuple[UpsertOutcome, ...]
+    warnings: tuple[str, ...]
+    compaction: CompactionReport | None
+
+    def actions(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes:
+            counts[outcome.action] = counts.get(outcome.action, 0) + 1
+        return dict(sorted(counts.items()))
+
+
+def _entries(data: Mapping[str, Any], name: str, where: str) -> list[Mapping[str, Any]]:
+    value = data.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise StoryValidationError(f"{where}{name}", "must be a list of objects")
+    return value
+
+
+def _text(entry: Mapping[str, Any], name: str, where: str) -> str:
+    value = entry.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise StoryValidationError(f"{where}.{name}", f"must be a non-blank string, got {value!r}",
+                                   "fill it in or drop the entry")
+    return value
+
+
+def chapter_claims(result: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    """Validate a chapter result and list its claims as upsert keyword arguments.
+
+    Everything is validated before anything is written, so a bad result changes nothing.
+    """
+    if not isinstance(result, Mapping):
+        raise StoryValidationError("result", f"must be a JSON object, got {type(result).__name__}")
+    chapter = require_chapter(result.get("chapter"), "result.chapter")
+    evidence = (f"chapter:{chapter}",)
+    claims: list[dict[str, Any]] = []
+
+    def claim(category: str, subject: str, field: str, value: str, where: str,
+              source: Any = None, payload: Mapping[str, Any] | None = None) -> None:
+        source_chapter = chapter if source is None else require_chapter(source, where)
+        if source_chapter > chapter:
+            raise StoryValidationError(where, f"is chapter {source_chapter}, after the "
+                                              f"committing chapter {chapter}",
+                                       "a result can only report what was true by its chapter")
+        claims.append({"category": category, "subject": subject, "field": field,
+                       "value": value, "source_chapter": source_chapter,
+                       "evidence": evidence, "payload": payload or {}})
+
+    for i, e in enumerate(_entries(result, "state_changes", "result.")):
+        w = f"result.state_changes[{i}]"
+        claim("character_state", _text(e, "entity", w), _text(e, "field", w), _text(e, "new", w),
+              f"{w}.source_chapter", e.get("source_chapter"))
+    for i, e in enumerate(_entries(result, "entities_new", "result.")):
+        w = f"result.entities_new[{i}]"
+        claim("story_facts", _text(e, "name", w), "introduced", _text(e, "description", w), w,
+              payload={"type": e.get("type", "unknown")})
+    for i, e in enumerate(_entries(result, "relationships_new", "result.")):
+        w = f"result.relationships_new[{i}]"
+        claim("relationships", _text(e, "from", w), _text(e, "to", w), _text(e, "type", w), w)
+    meta = result.get("chapter_meta", {})
+    if not isinstance(meta, Mapping):
+        raise StoryValidationError("result.chapter_meta", "must be an object")
+    if meta.get("hook") is not None:
+        hook = _text(meta, "hook", "result.chapter_meta")
+        claim("reader_promises", f"hook of chapter {chapter}", "", hook, "result.chapter_meta")
+    facts = result.get("memory_facts", {})
+    if not isinstance(facts, Mapping):
+        raise StoryValidationError("result.memory_facts", "must be an object")
+    where = "result.memory_facts."
+    for i, e in enumerate(_entries(facts, "timeline_events", where)):
+        w = f"{where}timeline_events[{i}]"
+        claim("timeline", f"chapter {chapter}", f"event {i + 1}", _text(e, "event", w), w)
+    for i, e in enumerate(_entries(facts, "world_rules", where)):
+        w = f"{where}world_rules[{i}]"
+        claim("world_rules", _text(e, "subject", w), _text(e, "field", w), _text(e, "value", w), w)
+    for i, e in enumerate(_entries(facts, "open_loops", where)):
+        w = f"{where}open_loops[{i}]"
+        claim("open_loops", _text(e, "subject", w), "", _text(e, "value", w), w)
+    for i, e in enumerate(_entries(facts, "reader_promises", where)):
+        w = f"{where}reader_promises[{i}]"
+        claim("reader_promises", _text(e, "subject", w), "", _text(e, "value", w), w)
+    for i, e in enumerate(_entries(facts, "closed_loops", where)):
+        w = f"{where}closed_loops[{i}]"
+        claim("open_loops", _text(e, "subject", w), "", _text(e, "resolution", w), w,
+              payload={"closed": True, "closed_in": chapter})
+    return chapter, claims
+
+
+def apply_claims(pad: Scratchpad, claims: list[dict[str, Any]]) -> list[UpsertOutcome]:
+    return [pad.upsert(**claim) for claim in claims]
+
+
+class MemoryWriter:
+    """Writes chapter results into one scratchpad file.
+
+    Load, upsert, compact and save happen inside one cross-process lock: without it two
+    writers would each load the same old pad and the second save would erase the first.
+    """
+
+    def __init__(self, scratchpad_path: str | Path, *, clock: Clock | None = None,
+                 max_items: int = DEFAULT_MAX_ITEMS,
+                 timeline_window: int = DEFAULT_TIMELINE_WINDOW,
+                 lock_factory: LockFactory = file_lock) -> None:
+        self.path = Path(scratchpad_path)
+        self.lock_factory = lock_factory  # swappable only so a test can show the race
+        self.clock = clock
+        self.max_items = max_items
+        self.timeline_window = timeline_window
+
+    def update_from_chapter_result(self, result: Mapping[str, Any]) -> WriteReport:
+        chapter, claims = chapter_claims(result)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock_factory(self.path):
+            pad = load_scratchpad(self.path, clock=self.clock)
+            outcomes = apply_claims(pad, claims)
+            report = None
+            if len(pad.items) > self.max_items:
+                report = compact(pad, current_chapter=chapter, max_items=self.max_items,
+                                 timeline_window=self.timeline_window)
+            pad.save(self.path)
+        warnings = tuple(conflict_warning(o) for o in outcomes if o.action == CONFLICT)
+        return WriteReport(chapter, tuple(outcomes), warnings, report)
+
+
+def conflict_warning(outcome: UpsertOutcome) -> str:
+    item = outcome.item
+    rivals = ", ".join(repr(d.value) for d in outcome.demoted)
+    name = f"{item.subject}.{item.field}" if item.field else item.subject
+    return (f"contradiction in {item.category} {name} at chapter {item.source_chapter}: "
+            f"{item.value!r} vs {rivals}")
