@@ -32,7 +32,7 @@ from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
-from labmem.provenance import MemorySource, require_text
+from labmem.provenance import SESSION_ID_PATTERN, MemorySource, require_text
 from labmem.storage import JsonlLog, fsync_directory
 from labmem.text import estimate_tokens
 
@@ -56,7 +56,6 @@ MANIFEST_NAME = "artifacts.jsonl"
 SOURCE_TYPE = "tool_result_artifact"
 MAX_SUMMARY_CHARS = 240
 DIGEST_PREFIX_HEX = 12
-SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 #: ``<seq>-<tool>-<sha12>.txt`` — the only names this layer ever creates.
 ARTIFACT_NAME_PATTERN = re.compile(r"(\d{6})-([A-Za-z0-9][A-Za-z0-9._-]{0,63})-([0-9a-f]{12})\.txt")

@@ -9,6 +9,7 @@ it rather than defining their own. ``scope_digest`` is the one way to turn an ow
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,9 @@ from labmem.clock import format_timestamp, parse_timestamp
 from labmem.errors import InvalidInputError
 
 SCOPE_DIGEST_LENGTH = 16
+# A session id names a transcript file (s09) and an artifact directory (s13), and sits
+# inside source pointers: letters, digits, '.', '_' and '-', never a path separator.
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def scope_digest(owner_id: str, *, field: str = "owner_id") -> str:

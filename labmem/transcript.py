@@ -26,7 +26,7 @@ from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import CorruptionError, InvalidInputError, LabmemError
-from labmem.provenance import MemorySource, require_text
+from labmem.provenance import SESSION_ID_PATTERN, MemorySource, require_text
 from labmem.storage import JsonlLog, LockFactory, file_lock
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 ENVELOPE_FIELDS = ("schema_version", "sequence", "session_id", "event_id", "recorded_at")
 EVENT_TYPES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "message": ("role", "content"),
