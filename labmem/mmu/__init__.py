@@ -1,0 +1,39 @@
+"""s14 (part 2): long-term memory answers "what to keep"; the Context MMU, "what to load now".
+
+* :mod:`labmem.mmu.records` — canonical records and the write gate.
+* :mod:`labmem.mmu.service` — the :class:`MemoryService` contract and its file backend.
+* :mod:`labmem.mmu.pages` — L0/L1/L2 representations, HOT/WARM/COLD residency, the cache.
+* :mod:`labmem.mmu.scoring` — the seven-factor score.
+* :mod:`labmem.mmu.mmu` — :class:`ContextMMU`: recall, promotion, eviction, the ledger.
+* :mod:`labmem.mmu.trace` / :mod:`labmem.mmu.evaluation` — explain and measure a recall.
+"""
+
+from labmem.mmu.errors import (
+    LedgerError,
+    MemoryCorruptionError,
+    MemoryScopeError,
+    MemoryServiceError,
+    MemoryValidationError,
+    MmuError,
+    MmuValidationError,
+    RecordNotFoundError,
+    ServiceClosedError,
+    UnsupportedOperationError,
+    WriteGateError,
+)
+from labmem.mmu.mmu import GLOBAL_SCOPE, ContextMMU, Ledger
+from labmem.mmu.pages import Level, Page, RepresentationCache, Residency
+from labmem.mmu.records import MEMORY_TYPES, SOURCE_KINDS, STATUSES, MemoryRecord, content_hash
+from labmem.mmu.scoring import Factors, FactorWeights, factor_score, recency, relevance
+from labmem.mmu.service import FileMemoryService, MemoryService, RecallHit
+from labmem.mmu.trace import RecallTrace, query_hash
+
+__all__ = [
+    "GLOBAL_SCOPE", "MEMORY_TYPES", "SOURCE_KINDS", "STATUSES",
+    "ContextMMU", "FactorWeights", "Factors", "FileMemoryService", "Ledger", "LedgerError",
+    "Level", "MemoryCorruptionError", "MemoryRecord", "MemoryScopeError", "MemoryService",
+    "MemoryServiceError", "MemoryValidationError", "MmuError", "MmuValidationError", "Page",
+    "RecallHit", "RecallTrace", "RecordNotFoundError", "RepresentationCache", "Residency",
+    "ServiceClosedError", "UnsupportedOperationError", "WriteGateError", "content_hash",
+    "factor_score", "query_hash", "recency", "relevance",
+]

@@ -1,0 +1,384 @@
+"""The Context MMU: what to *load* this time, under a token budget.
+
+One recall (:meth:`ContextMMU.recall`)::
+
+    query ─▶ candidates (term index ∩ caller's scopes)      ← scope filters, never just scores
+          ─▶ factor score each candidate, keep the best      ← heapq.nsmallest, not a full sort
+          ─▶ COLD → WARM (derive L1) for the top warm_top_k   ← each promotion checks the budget
+          ─▶ re-rank the survivors, WARM → HOT (L2) top l2_top_k
+          ─▶ evict to budget by keep score (never pinned)    ← ledger checked after every op
+
+Work per recall grows with the candidates and the resident pages (both bounded by the
+query and the budget), not with every page in memory. The seed's C original scored and
+insertion-sorted every page on every recall; ``bench/mmu.py`` measures the difference.
+
+Ledger invariant (checked after every operation, :meth:`check_ledger`): ``token_used`` equals
+the tokens of the loaded representations recomputed from the pages (HOT charges L2, WARM
+charges L1), and is ≤ budget unless pinned pages alone exceed it — a *pin overflow*,
+reported in :meth:`ledger` and every trace.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from labmem.clock import Clock, parse_timestamp, resolve_clock
+from labmem.errors import validated_as
+from labmem.mmu.errors import LedgerError, MmuValidationError
+from labmem.mmu.pages import Level, Page, RepresentationCache, Residency, tokens_of
+from labmem.mmu.records import MemoryRecord
+from labmem.mmu.scoring import (
+    DEFAULT_HALF_LIFE,
+    Factors,
+    FactorWeights,
+    clamp01,
+    factor_score,
+    rank_key,
+    recency,
+    relevance,
+)
+from labmem.mmu.trace import CandidateTrace, RecallTrace, Rejection, query_hash
+from labmem.provenance import require_text
+from labmem.text import extract_terms
+
+GLOBAL_SCOPE = "global"
+REASON_TOO_LARGE = "larger than the whole budget"
+REASON_NO_ROOM = "no evictable room (pinned, protected or too young)"
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The budget book, recomputed from the pages themselves."""
+
+    token_used: int
+    recomputed: int
+    budget: int
+    hot: int
+    warm: int
+    cold: int
+    pinned_tokens: int
+
+    @property
+    def pin_overflow(self) -> bool:
+        return self.pinned_tokens > self.budget
+
+    @property
+    def ok(self) -> bool:
+        return self.token_used == self.recomputed and (
+            self.token_used <= self.budget or self.token_used == self.pinned_tokens)
+
+
+def _require_count(value: object, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise MmuValidationError(field, f"must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+class ContextMMU:
+    """Pages derived from a memory service's records, loaded within ``token_budget``.
+
+    ``service`` is any object with ``changed_since(cursor)`` and ``recall_key(id, scope=)``
+    (the default :class:`~labmem.mmu.service.FileMemoryService` has both).
+    ``min_residency`` is the anti-thrash option: a page loaded at recall *n* is not evicted
+    to make room before recall *n + min_residency* (the budget itself still wins).
+    """
+
+    def __init__(self, service, *, token_budget: int, l2_top_k: int = 3, warm_top_k: int = 6,
+                 candidate_limit: int = 32, weights: FactorWeights | None = None,
+                 half_life: timedelta = DEFAULT_HALF_LIFE,
+                 shared_scopes: tuple[str, ...] = (GLOBAL_SCOPE,),
+                 shared_scope_factor: float = 0.5, min_residency: int = 0,
+                 clock: Clock | None = None) -> None:
+        self.service = service
+        self.token_budget = _require_count(token_budget, "token_budget", 0)
+        self.l2_top_k = _require_count(l2_top_k, "l2_top_k", 0)
+        self.warm_top_k = _require_count(warm_top_k, "warm_top_k", 0)
+        self.candidate_limit = _require_count(candidate_limit, "candidate_limit", 1)
+        self.min_residency = _require_count(min_residency, "min_residency", 0)
+        self.weights = weights if weights is not None else FactorWeights()
+        if not isinstance(self.weights, FactorWeights):
+            raise MmuValidationError("weights", "must be a FactorWeights")
+        if not isinstance(half_life, timedelta) or half_life <= timedelta(0):
+            raise MmuValidationError("half_life", f"must be a positive timedelta, got "
+                                                  f"{half_life!r}")
+        self.half_life = half_life
+        self.shared_scopes = tuple(shared_scopes)
+        self.shared_scope_factor = clamp01(shared_scope_factor)
+        self.clock = resolve_clock(clock)
+        self.cache = RepresentationCache()
+        self.pages: dict[str, Page] = {}
+        self.token_used = 0
+        self.recalls = 0
+        self.promotions = 0
+        self.evictions = 0
+        self.rejections: Counter[str] = Counter()
+        self.scored = 0  # instrumentation: pages scored so far (proves: only candidates)
+        self._index: dict[str, set[str]] = {}
+        self._resident: set[str] = set()
+        self._cursor = 0
+        self.sync()
+
+    # -- pages follow the canonical records ----------------------------------------------
+    def sync(self) -> None:
+        """Apply records changed since the last sync: new pages, edits, forgets."""
+        records, self._cursor = self.service.changed_since(self._cursor)
+        for record in records:
+            self._apply(record)
+
+    def rebuild(self) -> None:
+        """Drop every page and derived text, and page in again from the canonical records."""
+        self.pages.clear()
+        self._index.clear()
+        self._resident.clear()
+        self.cache.clear()
+        self.token_used = 0
+        self._cursor = 0
+        self.sync()
+        self.check_ledger()
+
+    def _apply(self, record: MemoryRecord) -> None:
+        page = self.pages.get(record.record_id)
+        if page is not None and (not record.visible or page.content_hash != record.content_hash):
+            self._drop(page)  # forgotten, or edited: its derived texts are now unusable
+            page = None
+        if not record.visible:
+            return
+        if page is None:
+            page = Page.from_record(record)
+            self.pages[record.record_id] = page
+            for term in page.terms:
+                self._index.setdefault(term, set()).add(record.record_id)
+        else:  # same text: refresh the factor inputs only
+            page.importance, page.confidence = record.importance, record.confidence
+            page.utility, page.salience = record.utility, record.salience
+
+    def _drop(self, page: Page) -> None:
+        self._release(page)
+        for term in page.terms:
+            self._index[term].discard(page.record_id)
+        del self.pages[page.record_id]
+
+    # -- the budget book ---------------------------------------------------------------
+    def fits(self, need: int) -> bool:
+        """``used + need <= budget`` written so that it cannot overflow (seed's check)."""
+        return need <= self.token_budget and self.token_used <= self.token_budget - need
+
+    def _release(self, page: Page) -> None:
+        if page.residency is not Residency.COLD:
+            self.token_used -= page.charged
+            self._resident.discard(page.record_id)
+        self.cache.release(page.loaded_key)
+        page.loaded_key, page.charged, page.residency = None, 0, Residency.COLD
+
+    def _evict(self, page: Page) -> None:
+        self._release(page)
+        self.evictions += 1
+
+    def ledger(self) -> Ledger:
+        resident = [self.pages[i] for i in self._resident]
+        recomputed = 0
+        for page in resident:
+            text = self.cache.get(page.loaded_key)
+            recomputed += tokens_of(text) if text is not None else 0
+        return Ledger(
+            token_used=self.token_used, recomputed=recomputed, budget=self.token_budget,
+            hot=sum(p.residency is Residency.HOT for p in resident),
+            warm=sum(p.residency is Residency.WARM for p in resident),
+            cold=len(self.pages) - len(resident),
+            pinned_tokens=sum(p.charged for p in resident if p.pinned))
+
+    def check_ledger(self) -> Ledger:
+        ledger = self.ledger()
+        if not ledger.ok:
+            raise LedgerError(f"token_used={ledger.token_used} but the loaded pages sum to "
+                              f"{ledger.recomputed} (budget {ledger.budget}); this is a bug")
+        return ledger
+
+    def evict_to_budget(self) -> tuple[str, ...]:
+        """Evict lowest keep score first until within budget; pinned pages never go."""
+        if self.token_used <= self.token_budget:
+            return ()
+        victims = [(p.keep_score, p.last_access, p.record_id)
+                   for p in (self.pages[i] for i in self._resident) if not p.pinned]
+        heapq.heapify(victims)
+        evicted = []
+        while self.token_used > self.token_budget and victims:
+            _, _, record_id = heapq.heappop(victims)
+            self._evict(self.pages[record_id])
+            evicted.append(record_id)
+        return tuple(evicted)
+
+    def set_budget(self, token_budget: int) -> tuple[str, ...]:
+        self.token_budget = _require_count(token_budget, "token_budget", 0)
+        evicted = self.evict_to_budget()
+        self.check_ledger()
+        return evicted
+
+    def _make_room(self, need: int, protect: set[str]) -> list[str]:
+        """Evict just enough unprotected pages for ``need``; evict nothing if that can't work."""
+        victims = [(p.keep_score, p.last_access, p.record_id, p.charged)
+                   for p in (self.pages[i] for i in self._resident)
+                   if not p.pinned and p.record_id not in protect
+                   and self.recalls - p.loaded_at_recall >= self.min_residency]
+        if need > self.token_budget or sum(v[3] for v in victims) < (
+                self.token_used + need - self.token_budget):
+            return []
+        heapq.heapify(victims)
+        evicted = []
+        while not self.fits(need):
+            _, _, record_id, _ = heapq.heappop(victims)
+            self._evict(self.pages[record_id])
+            evicted.append(record_id)
+        return evicted
+
+    def _promote(self, page: Page, level: Level, protect: set[str],
+                 rejected: list[Rejection], evicted: list[str], *, force: bool = False) -> bool:
+        record = self.service.recall_key(page.record_id, scope=page.scope)
+        key, text = self.cache.get_or_derive(record, level)
+        need = tokens_of(text) - page.charged
+        if not self.fits(need) and not force:
+            evicted.extend(self._make_room(need, protect))
+        if not self.fits(need) and not force:
+            if key != page.loaded_key:
+                self.cache.release(key)  # the derived text goes with the refusal
+            reason = REASON_TOO_LARGE if need > self.token_budget else REASON_NO_ROOM
+            self.rejections[reason] += 1
+            free = max(0, self.token_budget - self.token_used)
+            rejected.append(Rejection(page.record_id, level.value, reason, need, free))
+            return False
+        if page.loaded_key != key:
+            self.cache.release(page.loaded_key)
+        self.token_used += need
+        page.loaded_key, page.charged = key, need + page.charged
+        page.residency = Residency.HOT if level is Level.L2 else Residency.WARM
+        page.loaded_at_recall = self.recalls
+        self._resident.add(page.record_id)
+        self.promotions += 1
+        return True
+
+    # -- recall ------------------------------------------------------------------------
+    def _scopes(self, scope: str) -> frozenset[str]:
+        validated_as(MmuValidationError, require_text, scope, "scope")
+        return frozenset((scope, *self.shared_scopes))
+
+    def factors(self, page: Page, query_terms: frozenset[str], scope: str,
+                now: datetime) -> Factors:
+        return Factors(
+            relevance=relevance(query_terms, page.terms), importance=page.importance,
+            confidence=page.confidence, utility=page.utility,
+            recency=recency(now - page.last_access, self.half_life),
+            salience=page.salience,
+            scope=1.0 if page.scope == scope else self.shared_scope_factor)
+
+    def select_candidates(self, query_terms: frozenset[str], allowed: frozenset[str],
+                          scope: str, now: datetime) -> list[tuple[tuple[float, str], Factors]]:
+        """The best ``candidate_limit`` pages, best first, as ``(rank key, factors)``.
+
+        Only pages sharing a term with the query (found through the term index) and inside
+        the caller's scopes are scored; ``heapq.nsmallest`` keeps the best without sorting
+        the rest. Cost: O(c log k) for c candidates, whatever the number of pages.
+        """
+        candidate_ids: set[str] = set()
+        for term in query_terms:
+            candidate_ids |= self._index.get(term, set())
+        scored = []
+        for record_id in candidate_ids:
+            page = self.pages[record_id]
+            if page.scope not in allowed:
+                continue  # scope is a filter before ranking, not a factor only
+            factors = self.factors(page, query_terms, scope, now)
+            score = factor_score(factors, self.weights)
+            scored.append((rank_key(score, record_id), factors))
+        self.scored += len(scored)
+        return heapq.nsmallest(self.candidate_limit, scored, key=lambda row: row[0])
+
+    def recall(self, query: str, *, scope: str, now: datetime | str | None = None) -> RecallTrace:
+        """Load the best pages for ``query`` within the budget and return the trace."""
+        validated_as(MmuValidationError, require_text, query, "query", max_chars=2_000)
+        allowed = self._scopes(scope)
+        now = (self.clock.now() if now is None
+               else validated_as(MmuValidationError, parse_timestamp, now, field="now"))
+        self.sync()
+        self.recalls += 1
+        query_terms = frozenset(extract_terms(query))
+        best = self.select_candidates(query_terms, allowed, scope, now)
+        rejected: list[Rejection] = []
+        evicted: list[str] = []
+        warm_set = best[: self.warm_top_k]
+        protect = {key[1] for key, _ in warm_set}
+        for key, _ in warm_set:
+            page = self.pages[key[1]]
+            page.keep_score = -key[0]
+            if page.residency is Residency.COLD:
+                self._promote(page, Level.L1, protect, rejected, evicted)
+        survivors = [key[1] for key, _ in warm_set
+                     if self.pages[key[1]].residency is not Residency.COLD]
+        for record_id in survivors[: self.l2_top_k]:  # re-ranked: only pages that fit
+            page = self.pages[record_id]
+            if page.residency is Residency.WARM:
+                self._promote(page, Level.L2, protect, rejected, evicted)
+        evicted.extend(self.evict_to_budget())
+        for record_id in survivors:
+            if self.pages[record_id].residency is not Residency.COLD:
+                self.pages[record_id].last_access = now
+        ledger = self.check_ledger()
+        candidates = tuple(
+            CandidateTrace(key[1], factors.to_dict(), -key[0],
+                           self.pages[key[1]].level.value) for key, factors in best)
+        return RecallTrace(
+            recall_no=self.recalls, query_hash=query_hash(query), scope=scope, at=now,
+            candidates=candidates, rejected=tuple(rejected), evicted=tuple(evicted),
+            budget_used=self.token_used, budget_limit=self.token_budget,
+            pin_overflow=ledger.pin_overflow, hot=ledger.hot, warm=ledger.warm)
+
+    # -- explicit loads, pins, reads ---------------------------------------------------
+    def _page(self, record_id: str, scope: str) -> Page:
+        allowed = self._scopes(scope)
+        self.sync()
+        page = self.pages.get(record_id)
+        if page is None or page.scope not in allowed:
+            raise MmuValidationError("record_id", f"{record_id!r} is not a visible page in "
+                                                  "this scope", "recall or remember it first")
+        return page
+
+    def load(self, record_id: str, *, scope: str, level: Level = Level.L2) -> bool:
+        """Promote one page explicitly (same budget rules as recall); False if rejected."""
+        page = self._page(record_id, scope)
+        if page.residency is Residency.HOT or (page.residency is Residency.WARM
+                                               and level is not Level.L2):
+            return True
+        ok = self._promote(page, level, {record_id}, [], [])
+        self.check_ledger()
+        return ok
+
+    def pin(self, record_id: str, *, scope: str) -> Ledger:
+        """Load at L2 and promise never to evict it; a pin may overflow the budget (reported)."""
+        page = self._page(record_id, scope)
+        if page.residency is not Residency.HOT:
+            self._promote(page, Level.L2, {record_id}, [], [], force=True)
+        page.pinned = True
+        self.evict_to_budget()
+        return self.check_ledger()
+
+    def unpin(self, record_id: str, *, scope: str) -> Ledger:
+        page = self._page(record_id, scope)
+        page.pinned = False
+        self.evict_to_budget()
+        return self.check_ledger()
+
+    def evict(self, record_id: str, *, scope: str) -> None:
+        """Release a page to COLD by hand (refused for a pinned page)."""
+        page = self._page(record_id, scope)
+        if page.pinned:
+            raise MmuValidationError("record_id", f"{record_id!r} is pinned", "unpin it first")
+        if page.residency is not Residency.COLD:
+            self._evict(page)
+        self.check_ledger()
+
+    def text(self, record_id: str, *, scope: str) -> str | None:
+        """The loaded representation (L2 or L1) of a page, or None when it is COLD."""
+        page = self._page(record_id, scope)
+        return self.cache.get(page.loaded_key)

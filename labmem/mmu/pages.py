@@ -1,0 +1,165 @@
+"""Pages: what the Context MMU holds for a record, on two independent axes.
+
+* **Level** — how much of the record a representation carries:
+  L0 one-line abstract, L1 deterministic overview (title, attributes, bounded excerpt),
+  L2 the full text.
+* **Residency** — what is loaded into the context right now (and charged to the budget):
+  HOT = L2 loaded, WARM = L1 loaded, COLD = metadata only (identity, factor inputs, L0).
+
+A page is derived from a canonical :class:`MemoryRecord`, never the other way round.
+Derived texts live in a :class:`RepresentationCache` keyed by
+``(scope, record_id, content_hash, level, REPRESENTATION_VERSION)``: editing a record
+changes its hash, so an old overview can never be served for the new text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+
+from labmem.mmu.records import MemoryRecord
+from labmem.text import collapse_whitespace, estimate_tokens, extract_terms
+
+REPRESENTATION_VERSION = 1
+L0_MAX_CHARS = 80
+L1_EXCERPT_CHARS = 160
+ELLIPSIS = "…"
+
+
+class Level(Enum):
+    L0 = "L0"
+    L1 = "L1"
+    L2 = "L2"
+
+
+class Residency(Enum):
+    HOT = "HOT"
+    WARM = "WARM"
+    COLD = "COLD"
+
+
+def cut_excerpt(text: str, limit: int) -> str:
+    """At most ``limit`` characters of ``text``, cut on a character (never a byte) boundary,
+    preferring the last space in the final quarter; ``…`` marks a cut."""
+    flat = collapse_whitespace(text)
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit]
+    space = cut.rfind(" ")
+    if space >= limit * 3 // 4:
+        cut = cut[:space]
+    return cut.rstrip() + ELLIPSIS
+
+
+def derive_l0(record: MemoryRecord) -> str:
+    """One line: type and title."""
+    return cut_excerpt(f"[{record.memory_type}] {record.title}", L0_MAX_CHARS)
+
+
+def derive_l1(record: MemoryRecord) -> str:
+    """A deterministic overview — no model call, so the same record always gives the same text.
+
+    Lossy on purpose: a negation, number or exception past the excerpt is *gone*.
+    """
+    return (f"{record.title}\n"
+            f"type={record.memory_type} status={record.status} "
+            f"importance={record.importance:.2f} confidence={record.confidence:.2f} "
+            f"source={record.source_kind} v{record.version}\n"
+            f"{cut_excerpt(record.text, L1_EXCERPT_CHARS)}")
+
+
+def derive_l2(record: MemoryRecord) -> str:
+    """The full canonical text, unchanged (recovery is checked by length and SHA-256)."""
+    return record.text
+
+
+DERIVE = {Level.L0: derive_l0, Level.L1: derive_l1, Level.L2: derive_l2}
+
+CacheKey = tuple[str, str, str, str, int]
+
+
+class RepresentationCache:
+    """Derived texts by ``(scope, record_id, content_hash, level, version)``.
+
+    The MMU stores only the representations it has loaded and removes them when it
+    releases a page, so the cache is inside the budget, not a side copy around it.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[CacheKey, str] = {}
+        self.derivations = 0
+
+    @staticmethod
+    def key(record: MemoryRecord, level: Level) -> CacheKey:
+        return (record.scope, record.record_id, record.content_hash, level.value,
+                REPRESENTATION_VERSION)
+
+    def get_or_derive(self, record: MemoryRecord, level: Level) -> tuple[CacheKey, str]:
+        key = self.key(record, level)
+        text = self._texts.get(key)
+        if text is None:
+            text = DERIVE[level](record)
+            self.derivations += 1
+            self._texts[key] = text
+        return key, text
+
+    def get(self, key: CacheKey) -> str | None:
+        return self._texts.get(key)
+
+    def release(self, key: CacheKey | None) -> None:
+        if key is not None:
+            self._texts.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def clear(self) -> None:
+        self._texts.clear()
+
+
+@dataclass
+class Page:
+    """The MMU's working state for one record: identity, factor inputs, what is loaded.
+
+    Mutable on purpose (it is bookkeeping, not evidence); never written to disk.
+    ``charged`` is the tokens of the loaded representation (L2 when HOT, L1 when WARM, 0
+    when COLD); the ledger invariant is ``token_used == Σ charged``.
+    """
+
+    record_id: str
+    scope: str
+    memory_type: str
+    content_hash: str
+    terms: frozenset[str]
+    importance: float
+    confidence: float
+    utility: float
+    salience: float
+    last_access: datetime
+    residency: Residency = Residency.COLD
+    charged: int = 0
+    loaded_key: object = None
+    pinned: bool = False
+    loaded_at_recall: int = -1
+    keep_score: float = 0.0
+    abstract: str = field(default="")
+
+    @classmethod
+    def from_record(cls, record: MemoryRecord) -> Page:
+        return cls(record_id=record.record_id, scope=record.scope,
+                   memory_type=record.memory_type, content_hash=record.content_hash,
+                   terms=frozenset(extract_terms(record.title + "\n" + record.text)),
+                   importance=record.importance, confidence=record.confidence,
+                   utility=record.utility, salience=record.salience,
+                   last_access=record.updated_at, abstract=derive_l0(record))
+
+    @property
+    def level(self) -> Level:
+        return {Residency.HOT: Level.L2, Residency.WARM: Level.L1,
+                Residency.COLD: Level.L0}[self.residency]
+
+
+def tokens_of(text: str) -> int:
+    """The one project estimator (``labmem.text.estimate_tokens``)."""
+    return estimate_tokens(text)
