@@ -39,7 +39,7 @@ __all__ = [
     "CompactionPolicy", "CompactionResult", "DurableContextState", "DurableFact", "PendingItem",
     "RetrievalEvidence", "ToolProtocolError", "MessageViewLimitExceeded", "CompactionError",
     "compact_context", "render_durable_context", "estimate_messages_tokens",
-    "validate_tool_protocol", "LAYERS",
+    "validate_tool_protocol", "run_layer", "LAYERS",
 ]
 
 LAYERS = ("tool_result_truncation", "file_read_dedup", "turn_pruning", "conversation_summary")
@@ -408,6 +408,15 @@ def _summarize(messages: list[Message], policy: CompactionPolicy,
 
 _LAYER_FUNCTIONS = dict(zip(LAYERS, (_truncate_tool_results, _dedup_file_reads, _prune_turns,
                                      _summarize), strict=True))
+
+
+def run_layer(name: str, messages: Sequence[Message], *, policy: CompactionPolicy,
+              summarizer: Summarizer) -> tuple[Message, ...]:
+    """One layer alone, on a copy — to look at what each layer does by itself."""
+    if name not in _LAYER_FUNCTIONS:
+        raise InvalidInputError("name", f"{name!r} is not a layer", f"use one of {LAYERS}")
+    validate_tool_protocol(messages)
+    return tuple(_LAYER_FUNCTIONS[name](copy.deepcopy(list(messages)), policy, summarizer))
 
 
 def compact_context(messages: Sequence[Message], durable_state: DurableContextState, *,

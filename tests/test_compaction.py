@@ -312,3 +312,15 @@ def test_no_layer_splits_a_pair_or_empties_a_message(messages, threshold, keep, 
     assert pairs_intact(out.messages)
     assert out.tokens_after <= out.tokens_before
     assert list(out.applied_layers) == [name for name in LAYERS if name in out.applied_layers]
+
+
+def test_run_layer_applies_one_layer_to_a_copy():
+    from labmem.compaction import run_layer
+
+    messages = conversation(4, result_chars=2_000)
+    before = copy.deepcopy(messages)
+    out = run_layer("file_read_dedup", messages, policy=CompactionPolicy(), summarizer=echo)
+    assert messages == before and pairs_intact(out)
+    assert sum("superseded" in str(m["content"]) for m in out) == 3
+    with pytest.raises(InvalidInputError, match="name"):
+        run_layer("nope", messages, policy=CompactionPolicy(), summarizer=echo)

@@ -49,3 +49,19 @@ def test_s09_checkers():
     assert not s09.check_window(2) and not s09.check_window(0)
     assert s09.check_sequence_after_crash(8)
     assert not s09.check_sequence_after_crash(9)
+
+
+def test_s14_compaction_checkers():
+    from labmem.exercises import s14_compaction as ex
+
+    for check in (ex.check_first_layer, ex.check_status_after_cleanup,
+                  ex.check_runs_at_threshold):
+        assert "not answered" in check(None).message
+    assert ex.check_first_layer("tool_result_truncation")
+    assert not ex.check_first_layer("conversation_summary")
+    assert not ex.check_first_layer("summary")
+    assert ex.check_status_after_cleanup("missing")
+    assert not ex.check_status_after_cleanup("available")
+    assert not ex.check_status_after_cleanup("corrupt")
+    assert ex.check_runs_at_threshold(True)
+    assert not ex.check_runs_at_threshold(False)
