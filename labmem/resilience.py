@@ -237,6 +237,92 @@ def recall_after_restart(workdir: Path, make_store: StoreFactory = real_store,
                       f"after restart={same}; store bytes unchanged={unchanged}")
 
 
+def real_externalizer(session_dir: str | os.PathLike[str]):
+    """s13's externalizer on a fixed clock."""
+    from labmem.artifacts import ToolResultExternalizer
+
+    return ToolResultExternalizer(session_dir, clock=FixedClock(NOW))
+
+
+def tampered_artifact(workdir: Path, make_externalizer: Callable[..., Any] = real_externalizer
+                      ) -> CaseResult:
+    from labmem.artifacts import ArtifactIntegrityError
+
+    externalizer = make_externalizer(workdir / "s1")
+    artifact = externalizer.externalize("build line\n" * 5_000, "bash").artifact
+    body = workdir / "s1" / "tool-results" / artifact.filename
+    body.write_bytes(body.read_bytes().replace(b"build", b"BUILD", 1))  # same size, new bytes
+    refused = []
+    for name, read in (("read_artifact", lambda: externalizer.read_artifact(artifact)),
+                       ("verify", lambda: externalizer.verify(artifact.source_id)),
+                       ("fresh read", lambda: make_externalizer(workdir / "s1")
+                        .read_artifact(artifact.source_id))):
+        try:
+            read()
+        except ArtifactIntegrityError:
+            refused.append(name)
+    return CaseResult("tampered_artifact", len(refused) == 3,
+                      f"a same-size edit of the body detected on {len(refused)}/3 reads")
+
+
+CRASH_POINTS = ("after_prepare", "after_publish", "after_commit")
+PUBLISH_CHILD = textwrap.dedent("""
+    import os, sys
+    from labmem.clock import FixedClock
+    from labmem.resilience import NOW, load_factory, real_externalizer
+    session, marker, point, journal_spec = sys.argv[1:5]
+    artifact = real_externalizer(session).externalize("log line\\n" * 5_000, "bash").artifact
+    journal = load_factory(journal_spec)(session)
+    from labmem.leases import RetentionClaim
+    claim = RetentionClaim.for_reference("tx-1", artifact)
+    print(artifact.source_id, flush=True)
+
+    def publisher(claim):
+        if point == "after_prepare":
+            os._exit(9)  # died before the memory write
+        with open(marker, "w") as handle:  # the memory now holds the reference
+            handle.write(claim.source_id)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if point == "after_publish":
+            os._exit(9)  # died before the commit
+        return "ok"
+
+    journal.publish_reference(claim, publisher)
+    if point == "after_commit":
+        os._exit(9)
+""")
+
+
+def real_journal(session_dir: str | os.PathLike[str]):
+    """s13's lease journal on a fixed clock."""
+    from labmem.leases import LeaseJournal
+
+    return LeaseJournal(session_dir, clock=FixedClock(NOW))
+
+
+def lease_publication_crash(workdir: Path,
+                            journal_spec: str = "labmem.resilience:real_journal") -> CaseResult:
+    """Kill the publishing process at each durable step; a reference the memory may hold
+    must always be protected after recovery."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    observed, passed = [], True
+    for point in CRASH_POINTS:
+        session, marker = workdir / point / "s1", workdir / point / "memory-reference"
+        session.parent.mkdir(parents=True)
+        done = subprocess.run([sys.executable, "-c", PUBLISH_CHILD, str(session), str(marker),
+                               point, journal_spec], capture_output=True, text=True, env=env,
+                              timeout=60)
+        source_id = done.stdout.strip()
+        protected = source_id in load_factory(journal_spec)(session).recover() \
+            .protected_source_ids
+        published = marker.exists()
+        ok = done.returncode == 9 and (protected or not published)
+        passed = passed and ok
+        observed.append(f"{point}: published={published} protected={protected}")
+    return CaseResult("lease_publication_crash", passed, "; ".join(observed))
+
+
 STORE_CASES: dict[str, Callable[[Path], CaseResult]] = {
     "concurrent_duplicate_write": concurrent_duplicate_write,
     "id_collision_different_content": id_collision_different_content,
@@ -248,9 +334,15 @@ STORE_CASES: dict[str, Callable[[Path], CaseResult]] = {
 }
 
 
+ARTIFACT_CASES: dict[str, Callable[[Path], CaseResult]] = {
+    "tampered_artifact": tampered_artifact,
+    "lease_publication_crash": lease_publication_crash,
+}
+
+
 def all_cases() -> dict[str, Callable[[Path], CaseResult]]:
     """Every case of the scorecard, in the order they run."""
-    return dict(STORE_CASES)
+    return {**STORE_CASES, **ARTIFACT_CASES}
 
 
 # -- running ------------------------------------------------------------------------------

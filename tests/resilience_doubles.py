@@ -99,3 +99,28 @@ class WritingEngine(RecallEngine):
         result = super().recall(text, **kwargs)
         _add(self.store, f"recall-log-{len(self.store)}", f"recalled {text}")
         return result
+
+
+def trusting_externalizer(session_dir):
+    """Reads artifact bodies without re-checking their digest."""
+    from labmem.artifacts import ToolResultExternalizer
+
+    class Trusting(ToolResultExternalizer):
+        def _read_verified(self, reference):
+            return (self.tool_results_dir / reference.filename).read_bytes()
+
+    return Trusting(session_dir, clock=FixedClock(NOW))
+
+
+def publish_first_journal(session_dir):
+    """Runs the memory write *before* the prepare record is durable."""
+    from labmem.leases import LeaseJournal
+
+    class PublishFirst(LeaseJournal):
+        def publish_reference(self, claim, publisher, *, verify=None):
+            result = publisher(claim)
+            self.prepare(claim)
+            self.commit(claim.transaction_id)
+            return result
+
+    return PublishFirst(session_dir, clock=FixedClock(NOW))

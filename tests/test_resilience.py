@@ -18,7 +18,7 @@ def test_every_case_passes_on_labmem(tmp_path):
     assert all(r.passed for r in results), [r for r in results if not r.passed]
     assert lines[-2] == f"Passed: {len(results)}/{len(results)}"
     data = json.loads(report.read_text())
-    assert data["passed"] == data["total"] == len(results) >= 7
+    assert data["passed"] == data["total"] == len(results) >= 9
 
 
 @pytest.mark.parametrize("name, run", [
@@ -33,6 +33,10 @@ def test_every_case_passes_on_labmem(tmp_path):
      lambda d: resilience.sigkill_mid_stream(d, "resilience_doubles:buffering_store")),
     ("recall_after_restart",
      lambda d: resilience.recall_after_restart(d, make_engine=doubles.WritingEngine)),
+    ("tampered_artifact",
+     lambda d: resilience.tampered_artifact(d, doubles.trusting_externalizer)),
+    ("lease_publication_crash",
+     lambda d: resilience.lease_publication_crash(d, "resilience_doubles:publish_first_journal")),
 ])
 def test_each_case_fails_against_a_broken_double(tmp_path, name, run):
     result = run_case(name, run, tmp_path)
