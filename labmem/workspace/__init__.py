@@ -1,0 +1,45 @@
+"""s10 workspace memory: facts are logged, memory is distilled.
+
+The chapter in four small modules, each one concept:
+
+* :mod:`labmem.workspace.facts` — the :class:`Fact` record and the append-only daily logs;
+* :mod:`labmem.workspace.curation` — :class:`DistillPolicy` and the pure fold that turns
+  old-enough facts into curated entries, revision chains and conflict cases;
+* :mod:`labmem.workspace.projection` — ``MEMORY.md`` and the agent's context block;
+* :mod:`labmem.workspace.memory` — :class:`WorkspaceMemory`, which owns the files, the
+  lock, and the crash-safe human resolution of conflicts.
+"""
+
+from labmem.workspace.curation import (
+    Candidate,
+    ConflictCase,
+    CuratedEntry,
+    DistillPolicy,
+    DistillReport,
+    Resolution,
+)
+from labmem.workspace.facts import (
+    KINDS,
+    STABLE_KINDS,
+    Fact,
+    WorkspaceCorruptionError,
+    WorkspaceDuplicateError,
+    WorkspaceError,
+    WorkspaceScopeError,
+    WorkspaceValidationError,
+)
+from labmem.workspace.memory import (
+    RESOLUTION_BOUNDARIES,
+    StaleResolutionError,
+    WorkspaceConflictError,
+    WorkspaceMemory,
+)
+from labmem.workspace.projection import WorkspaceContext
+
+__all__ = [
+    "KINDS", "STABLE_KINDS", "RESOLUTION_BOUNDARIES", "Candidate", "ConflictCase",
+    "CuratedEntry", "DistillPolicy", "DistillReport", "Fact", "Resolution",
+    "StaleResolutionError", "WorkspaceConflictError", "WorkspaceContext",
+    "WorkspaceCorruptionError", "WorkspaceDuplicateError", "WorkspaceError",
+    "WorkspaceMemory", "WorkspaceScopeError", "WorkspaceValidationError",
+]

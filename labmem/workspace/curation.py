@@ -1,0 +1,539 @@
+"""s10 curation: how raw facts become curated memory, as pure functions.
+
+``distill`` reads facts that are old enough (``recorded_at <= as_of - minimum_age_days``)
+and of a *stable* kind, and folds them into the curated state:
+
+* **Unkeyed facts** merge by ``(kind, normalized content)``. A group becomes a curated
+  entry when one of its facts is important enough or when it is backed by enough
+  *independent* evidence ids (a repeat). The entry keeps every evidence id, every fact
+  id and the occurrence count; later repeats update it.
+* **Keyed facts** (``memory_key``) form a revision chain. Revision 1 is the first value
+  (walking time forward) that qualifies like an unkeyed group. After that, the active
+  revision changes only when a rival value has enough independent evidence *newer than
+  everything the active revision rests on*; older rival evidence is **stale** and cannot
+  roll the key back. When the strongest rival values are equally strong the key **fails
+  closed**: nothing changes and a :class:`ConflictCase` waits for a human.
+
+Nothing here touches a file: :mod:`labmem.workspace.memory` loads the state, calls
+these functions and writes the result. Because the fold only ever adds facts that are
+not yet curated, running it twice with the same inputs gives the same state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from labmem.clock import format_timestamp, parse_timestamp
+from labmem.text import normalize_text
+from labmem.workspace.facts import (
+    KINDS,
+    STABLE_KINDS,
+    Fact,
+    WorkspaceValidationError,
+    check_importance,
+)
+
+__all__ = ["DistillPolicy", "DistillReport", "CuratedEntry", "Candidate", "ConflictCase",
+           "Resolution", "CuratedState", "distill_facts", "apply_resolution"]
+
+ACTIVE, SUPERSEDED = "active", "superseded"
+OPEN, RESOLVED = "open", "resolved"
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WorkspaceValidationError(f"policy.{name}",
+                                       f"must be an integer ≥ {minimum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class DistillPolicy:
+    """When a logged fact is trusted enough to become curated memory."""
+
+    minimum_age_days: int = 30
+    minimum_importance: int = 4
+    repeat_threshold: int = 2
+    supersession_repeat_threshold: int = 2
+    stable_kinds: frozenset[str] = STABLE_KINDS
+
+    def __post_init__(self) -> None:
+        _count("minimum_age_days", self.minimum_age_days, 0)
+        try:
+            check_importance(self.minimum_importance)
+        except WorkspaceValidationError as exc:
+            raise WorkspaceValidationError("policy.minimum_importance", exc.problem) from None
+        _count("repeat_threshold", self.repeat_threshold, 1)
+        _count("supersession_repeat_threshold", self.supersession_repeat_threshold, 1)
+        kinds = self.stable_kinds
+        if isinstance(kinds, str) or not isinstance(kinds, Iterable) or \
+                not set(kinds) <= set(KINDS):
+            raise WorkspaceValidationError(
+                "policy.stable_kinds", f"must be a set of fact kinds, got {kinds!r}",
+                f"choose from {', '.join(KINDS)}")
+        object.__setattr__(self, "stable_kinds", frozenset(kinds))
+
+    def cutoff(self, as_of: datetime) -> datetime:
+        """Facts recorded at or before this instant are old enough to distill."""
+        return as_of - timedelta(days=self.minimum_age_days)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"minimum_age_days": self.minimum_age_days,
+                "minimum_importance": self.minimum_importance,
+                "repeat_threshold": self.repeat_threshold,
+                "supersession_repeat_threshold": self.supersession_repeat_threshold,
+                "stable_kinds": sorted(self.stable_kinds)}
+
+
+@dataclass(frozen=True)
+class DistillReport:
+    """What one ``distill`` run saw and did.
+
+    ``scanned``, ``eligible``, ``skipped`` and ``stale`` count facts (eligible facts that
+    were curated earlier count only as eligible); ``created``, ``updated`` and
+    ``superseded`` count curated entries; ``conflicts`` counts the keys that are held by
+    an open conflict after the run (new or still waiting for a human).
+    """
+
+    scanned: int = 0
+    eligible: int = 0
+    created: int = 0
+    updated: int = 0
+    skipped: int = 0
+    superseded: int = 0
+    conflicts: int = 0
+    stale: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in (
+            "scanned", "eligible", "created", "updated", "skipped", "superseded", "conflicts",
+            "stale")}
+
+
+def _ts(value: datetime | None) -> str | None:
+    return None if value is None else format_timestamp(value)
+
+
+def _parse(value: Any, name: str) -> datetime | None:
+    return None if value is None else parse_timestamp(value, field=name)
+
+
+@dataclass(frozen=True)
+class CuratedEntry:
+    """One curated memory: a merged fact group, or one revision of a keyed value."""
+
+    entry_id: str
+    kind: str
+    content: str
+    memory_key: str | None
+    revision: int | None
+    status: str
+    importance: int
+    evidence_ids: tuple[str, ...]
+    fact_ids: tuple[str, ...]
+    occurrences: int
+    first_recorded_at: datetime
+    last_recorded_at: datetime
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    resolved_by: str | None = None
+
+    def merged(self, facts: list[Fact]) -> CuratedEntry:
+        """This entry with more facts of the same content folded in."""
+        return replace(
+            self,
+            importance=max([self.importance, *(f.importance for f in facts)]),
+            evidence_ids=tuple(sorted(set(self.evidence_ids).union(
+                *(f.evidence_ids for f in facts)))),
+            fact_ids=tuple(sorted(set(self.fact_ids).union(f.fact_id for f in facts))),
+            occurrences=self.occurrences + len(facts),
+            first_recorded_at=min([self.first_recorded_at, *(f.recorded_at for f in facts)]),
+            last_recorded_at=max([self.last_recorded_at, *(f.recorded_at for f in facts)]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entry_id": self.entry_id, "kind": self.kind, "content": self.content,
+            "memory_key": self.memory_key, "revision": self.revision, "status": self.status,
+            "importance": self.importance, "evidence_ids": list(self.evidence_ids),
+            "fact_ids": list(self.fact_ids), "occurrences": self.occurrences,
+            "first_recorded_at": _ts(self.first_recorded_at),
+            "last_recorded_at": _ts(self.last_recorded_at),
+            "supersedes": self.supersedes, "superseded_by": self.superseded_by,
+            "resolved_by": self.resolved_by,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CuratedEntry:
+        return cls(
+            entry_id=data["entry_id"], kind=data["kind"], content=data["content"],
+            memory_key=data["memory_key"], revision=data["revision"], status=data["status"],
+            importance=data["importance"], evidence_ids=tuple(data["evidence_ids"]),
+            fact_ids=tuple(data["fact_ids"]), occurrences=data["occurrences"],
+            first_recorded_at=parse_timestamp(data["first_recorded_at"], field="first"),
+            last_recorded_at=parse_timestamp(data["last_recorded_at"], field="last"),
+            supersedes=data["supersedes"], superseded_by=data["superseded_by"],
+            resolved_by=data["resolved_by"],
+        )
+
+
+def _new_entry(entry_id: str, facts: list[Fact], *, memory_key: str | None = None,
+               revision: int | None = None, supersedes: str | None = None) -> CuratedEntry:
+    first = min(facts, key=lambda f: f.order)
+    seed = CuratedEntry(entry_id=entry_id, kind=first.kind, content=first.content,
+                        memory_key=memory_key, revision=revision, status=ACTIVE,
+                        importance=first.importance, evidence_ids=(), fact_ids=(),
+                        occurrences=0, first_recorded_at=first.recorded_at,
+                        last_recorded_at=first.recorded_at, supersedes=supersedes)
+    return seed.merged(facts)
+
+
+def group_id(kind: str, content: str) -> str:
+    """The id of an unkeyed entry: same kind + same normalized content = same entry."""
+    digest = hashlib.sha256(f"{kind}\n{normalize_text(content)}".encode()).hexdigest()
+    return f"entry:{digest[:12]}"
+
+
+def revision_id(memory_key: str, revision: int) -> str:
+    return f"{memory_key}#r{revision}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One rival value in a conflict, with the evidence behind it."""
+
+    candidate_id: str
+    content: str
+    kind: str
+    importance: int
+    evidence_ids: tuple[str, ...]
+    fact_ids: tuple[str, ...]
+    first_recorded_at: datetime
+    last_recorded_at: datetime
+
+    @property
+    def strength(self) -> int:
+        return len(self.evidence_ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"candidate_id": self.candidate_id, "content": self.content, "kind": self.kind,
+                "importance": self.importance, "strength": self.strength,
+                "evidence_ids": list(self.evidence_ids), "fact_ids": list(self.fact_ids),
+                "first_recorded_at": _ts(self.first_recorded_at),
+                "last_recorded_at": _ts(self.last_recorded_at)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Candidate:
+        return cls(data["candidate_id"], data["content"], data["kind"], data["importance"],
+                   tuple(data["evidence_ids"]), tuple(data["fact_ids"]),
+                   parse_timestamp(data["first_recorded_at"], field="first_recorded_at"),
+                   parse_timestamp(data["last_recorded_at"], field="last_recorded_at"))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A human's decision on a conflict — also the line in the append-only audit log."""
+
+    resolution_id: str
+    conflict_id: str
+    memory_key: str
+    candidate_id: str
+    expected_revision: int
+    actor: str
+    rationale: str
+    resolved_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"resolution_id": self.resolution_id, "conflict_id": self.conflict_id,
+                "memory_key": self.memory_key, "candidate_id": self.candidate_id,
+                "expected_revision": self.expected_revision, "actor": self.actor,
+                "rationale": self.rationale, "resolved_at": _ts(self.resolved_at)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Resolution:
+        return cls(data["resolution_id"], data["conflict_id"], data["memory_key"],
+                   data["candidate_id"], data["expected_revision"], data["actor"],
+                   data["rationale"], parse_timestamp(data["resolved_at"], field="resolved_at"))
+
+
+@dataclass(frozen=True)
+class ConflictCase:
+    """Equally strong rival values for one key: the key is frozen until a human decides.
+
+    ``base_revision`` is the key's active revision when the conflict was found (0 when
+    the key had no value yet); a resolution must name it as ``expected_revision``.
+    """
+
+    conflict_id: str
+    memory_key: str
+    base_revision: int
+    base_entry_id: str | None
+    detected_at: datetime
+    candidates: tuple[Candidate, ...]
+    status: str = OPEN
+    resolution: Resolution | None = None
+
+    def candidate(self, candidate_id: str) -> Candidate | None:
+        return next((c for c in self.candidates if c.candidate_id == candidate_id), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conflict_id": self.conflict_id, "memory_key": self.memory_key,
+                "base_revision": self.base_revision, "base_entry_id": self.base_entry_id,
+                "detected_at": _ts(self.detected_at), "status": self.status,
+                "candidates": [c.to_dict() for c in self.candidates],
+                "resolution": None if self.resolution is None else self.resolution.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConflictCase:
+        resolution = data["resolution"]
+        return cls(data["conflict_id"], data["memory_key"], data["base_revision"],
+                   data["base_entry_id"], parse_timestamp(data["detected_at"], field="detected"),
+                   tuple(Candidate.from_dict(c) for c in data["candidates"]), data["status"],
+                   None if resolution is None else Resolution.from_dict(resolution))
+
+
+@dataclass(frozen=True)
+class CuratedState:
+    """Everything ``curated.json`` holds (besides its header)."""
+
+    entries: Mapping[str, CuratedEntry] = field(default_factory=dict)
+    conflicts: Mapping[str, ConflictCase] = field(default_factory=dict)
+
+    def active_revision(self, memory_key: str) -> CuratedEntry | None:
+        found = [e for e in self.entries.values()
+                 if e.memory_key == memory_key and e.status == ACTIVE]
+        return found[0] if found else None
+
+    def open_conflict(self, memory_key: str) -> ConflictCase | None:
+        found = [c for c in self.conflicts.values()
+                 if c.memory_key == memory_key and c.status == OPEN]
+        return found[0] if found else None
+
+    def curated_fact_ids(self) -> set[str]:
+        return {fid for entry in self.entries.values() for fid in entry.fact_ids}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": [self.entries[k].to_dict() for k in sorted(self.entries)],
+                "conflicts": [self.conflicts[k].to_dict() for k in sorted(self.conflicts)]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CuratedState:
+        entries = {e["entry_id"]: CuratedEntry.from_dict(e) for e in data["entries"]}
+        conflicts = {c["conflict_id"]: ConflictCase.from_dict(c) for c in data["conflicts"]}
+        return cls(entries, conflicts)
+
+
+# -- the fold ------------------------------------------------------------------------
+
+@dataclass
+class _Tally:
+    created: set[str] = field(default_factory=set)
+    updated: set[str] = field(default_factory=set)
+    superseded: set[str] = field(default_factory=set)
+    skipped: int = 0
+    stale: int = 0
+
+
+def _strength(facts: Iterable[Fact]) -> int:
+    """Independent evidence: distinct evidence ids, not the number of lines."""
+    return len(set().union(*(f.evidence_ids for f in facts)))
+
+
+def _promotable(facts: list[Fact], policy: DistillPolicy) -> bool:
+    return (max(f.importance for f in facts) >= policy.minimum_importance
+            or _strength(facts) >= policy.repeat_threshold)
+
+
+def distill_facts(state: CuratedState, facts: Iterable[Fact], *, policy: DistillPolicy,
+                  as_of: datetime) -> tuple[CuratedState, DistillReport]:
+    """Fold the scanned ``facts`` into ``state``; return the new state and the report."""
+    cutoff = policy.cutoff(as_of)
+    entries = dict(state.entries)
+    conflicts = dict(state.conflicts)
+    curated = state.curated_fact_ids()
+    tally = _Tally()
+    scanned = eligible = 0
+    unkeyed: dict[str, list[Fact]] = defaultdict(list)
+    keyed: dict[str, list[Fact]] = defaultdict(list)
+    for fact in facts:
+        scanned += 1
+        if fact.recorded_at > cutoff or fact.kind not in policy.stable_kinds:
+            continue
+        eligible += 1
+        if fact.fact_id in curated:
+            continue
+        if fact.memory_key is None:
+            unkeyed[group_id(fact.kind, fact.content)].append(fact)
+        else:
+            keyed[fact.memory_key].append(fact)
+
+    for entry_id in sorted(unkeyed):
+        group = unkeyed[entry_id]
+        if entry_id in entries:
+            entries[entry_id] = entries[entry_id].merged(group)
+            tally.updated.add(entry_id)
+        elif _promotable(group, policy):
+            entries[entry_id] = _new_entry(entry_id, group)
+            tally.created.add(entry_id)
+        else:
+            tally.skipped += len(group)
+
+    active_by_key = {e.memory_key: e for e in entries.values()
+                     if e.memory_key is not None and e.status == ACTIVE}
+    held_keys = {c.memory_key for c in conflicts.values() if c.status == OPEN}
+    for key in sorted(keyed):
+        facts_of_key = sorted(keyed[key], key=lambda f: f.order)
+        if key in held_keys:
+            tally.skipped += len(facts_of_key)  # frozen until a human resolves it
+            continue
+        _fold_key(key, facts_of_key, active_by_key.get(key), entries, conflicts, policy,
+                  as_of, tally)
+
+    new_state = CuratedState(entries, conflicts)
+    held = sum(1 for c in conflicts.values() if c.status == OPEN)
+    report = DistillReport(
+        scanned=scanned, eligible=eligible, created=len(tally.created),
+        updated=len(tally.updated - tally.created), skipped=tally.skipped,
+        superseded=len(tally.superseded), conflicts=held, stale=tally.stale)
+    return new_state, report
+
+
+def _fold_key(key: str, facts: list[Fact], active: CuratedEntry | None,
+              entries: dict[str, CuratedEntry], conflicts: dict[str, ConflictCase],
+              policy: DistillPolicy, as_of: datetime, tally: _Tally) -> None:
+    """Apply one key's new facts: confirm, supersede, refuse as stale, or fail closed."""
+    pending = facts
+    while True:
+        if active is not None:
+            # a confirmation must be newer than the revision this one replaced; an older
+            # fact of the same value was stale against that revision, and stays stale
+            floor = None if active.supersedes is None else \
+                entries[active.supersedes].last_recorded_at
+            same = [f for f in pending
+                    if normalize_text(f.content) == normalize_text(active.content)
+                    and (floor is None or f.recorded_at > floor)]
+            if same:
+                active = active.merged(same)
+                entries[active.entry_id] = active
+                if active.entry_id not in tally.created:
+                    tally.updated.add(active.entry_id)
+            same_ids = {f.fact_id for f in same}
+            rivals = [f for f in pending if f.fact_id not in same_ids]
+            stale = [f for f in rivals if f.recorded_at <= active.last_recorded_at]
+            tally.stale += len(stale)
+            pending = [f for f in rivals if f.recorded_at > active.last_recorded_at]
+        if active is None:
+            qualified = _first_to_qualify(pending, policy)
+        else:
+            by_value: dict[str, list[Fact]] = defaultdict(list)
+            for fact in pending:
+                by_value[normalize_text(fact.content)].append(fact)
+            qualified = {v: fs for v, fs in by_value.items()
+                         if _strength(fs) >= policy.supersession_repeat_threshold}
+        if not qualified:
+            tally.skipped += len(pending)
+            return
+        best = max(_strength(fs) for fs in qualified.values())
+        strongest = sorted(v for v, fs in qualified.items() if _strength(fs) == best)
+        if len(strongest) > 1:
+            case = _conflict(key, active, [qualified[v] for v in strongest], as_of)
+            conflicts[case.conflict_id] = case
+            tally.skipped += len(pending)
+            return
+        winner = qualified[strongest[0]]
+        active = _supersede(key, active, winner, entries, tally)
+        won = {f.fact_id for f in winner}
+        pending = [f for f in pending if f.fact_id not in won]
+
+
+def _first_to_qualify(facts: list[Fact], policy: DistillPolicy) -> dict[str, list[Fact]]:
+    """A key's first value: the one that became promotable first, walking time forward.
+
+    Facts recorded at the same instant are taken together, so two values that qualify
+    at the same moment are both returned (and compared by strength by the caller).
+    """
+    by_value: dict[str, list[Fact]] = defaultdict(list)
+    i = 0
+    while i < len(facts):
+        moment = facts[i].recorded_at
+        while i < len(facts) and facts[i].recorded_at == moment:
+            by_value[normalize_text(facts[i].content)].append(facts[i])
+            i += 1
+        qualified = {v: list(fs) for v, fs in by_value.items() if _promotable(fs, policy)}
+        if qualified:
+            return qualified
+    return {}
+
+
+def _link(key: str, active: CuratedEntry | None, new: CuratedEntry,
+          entries: dict[str, CuratedEntry], tally: _Tally) -> CuratedEntry:
+    """Store ``new`` as the key's active revision; mark the one it replaces."""
+    if active is not None:
+        entries[active.entry_id] = replace(active, status=SUPERSEDED,
+                                           superseded_by=new.entry_id)
+        tally.superseded.add(active.entry_id)
+    entries[new.entry_id] = new
+    tally.created.add(new.entry_id)
+    return new
+
+
+def _supersede(key: str, active: CuratedEntry | None, facts: list[Fact],
+               entries: dict[str, CuratedEntry], tally: _Tally) -> CuratedEntry:
+    """Make ``facts`` the key's next revision."""
+    revision = 1 if active is None else active.revision + 1
+    new = _new_entry(revision_id(key, revision), facts, memory_key=key, revision=revision,
+                     supersedes=None if active is None else active.entry_id)
+    return _link(key, active, new, entries, tally)
+
+
+def _conflict(key: str, active: CuratedEntry | None, groups: list[list[Fact]],
+              as_of: datetime) -> ConflictCase:
+    base = 0 if active is None else active.revision
+    candidates = []
+    for i, facts in enumerate(groups, start=1):
+        first = min(facts, key=lambda f: f.order)
+        candidates.append(Candidate(
+            candidate_id=f"c{i}", content=first.content, kind=first.kind,
+            importance=max(f.importance for f in facts),
+            evidence_ids=tuple(sorted(set().union(*(f.evidence_ids for f in facts)))),
+            fact_ids=tuple(sorted(f.fact_id for f in facts)),
+            first_recorded_at=first.recorded_at,
+            last_recorded_at=max(f.recorded_at for f in facts)))
+    return ConflictCase(conflict_id=f"conflict:{key}:r{base}", memory_key=key,
+                        base_revision=base,
+                        base_entry_id=None if active is None else active.entry_id,
+                        detected_at=as_of, candidates=tuple(candidates))
+
+
+def apply_resolution(state: CuratedState, resolution: Resolution) -> CuratedState:
+    """The state after a human picked one candidate of an open conflict.
+
+    The chosen value becomes the key's next revision. Its ``last_recorded_at`` covers
+    *every* candidate's evidence, so the rivals the human has seen are stale from now
+    on and cannot reopen the same argument.
+    """
+    case = state.conflicts[resolution.conflict_id]
+    chosen = case.candidate(resolution.candidate_id)
+    if case.status != OPEN or chosen is None:
+        raise ValueError(f"{resolution.conflict_id} cannot take {resolution.candidate_id}")
+    entries = dict(state.entries)
+    conflicts = dict(state.conflicts)
+    active = state.active_revision(case.memory_key)
+    revision = 1 if active is None else active.revision + 1
+    new = CuratedEntry(
+        entry_id=revision_id(case.memory_key, revision), kind=chosen.kind,
+        content=chosen.content, memory_key=case.memory_key, revision=revision, status=ACTIVE,
+        importance=chosen.importance, evidence_ids=chosen.evidence_ids,
+        fact_ids=chosen.fact_ids, occurrences=len(chosen.fact_ids),
+        first_recorded_at=chosen.first_recorded_at,
+        last_recorded_at=max(c.last_recorded_at for c in case.candidates),
+        supersedes=None if active is None else active.entry_id,
+        resolved_by=resolution.resolution_id)
+    _link(case.memory_key, active, new, entries, _Tally())
+    conflicts[case.conflict_id] = replace(case, status=RESOLVED, resolution=resolution)
+    return CuratedState(entries, conflicts)

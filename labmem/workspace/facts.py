@@ -1,0 +1,248 @@
+"""s10 facts: what the agent learned about a project, one line per fact, never rewritten.
+
+A :class:`Fact` is raw evidence: "we chose SQLite WAL", "tests need ``TZ=UTC``". Facts
+go to ``daily/YYYY-MM-DD.jsonl`` (the UTC day of ``recorded_at``) and stay there; the
+curated view (``curated.json``) is *derived* from them by ``distill`` and can always be
+derived again. Every line carries the ``workspace_scope``, so a log copied in from
+another project is refused instead of silently becoming this project's memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from labmem.clock import format_timestamp, parse_timestamp
+from labmem.errors import (
+    CorruptionError,
+    DuplicateError,
+    InvalidInputError,
+    LabmemError,
+    ScopeError,
+)
+from labmem.provenance import MemorySource, require_text
+from labmem.storage import JsonlLog
+
+__all__ = [
+    "KINDS", "STABLE_KINDS", "Fact", "WorkspaceError", "WorkspaceValidationError",
+    "WorkspaceCorruptionError", "WorkspaceScopeError", "WorkspaceDuplicateError",
+    "daily_file_name", "day_of_file", "read_daily_file",
+]
+
+SCHEMA_VERSION = 1
+KINDS = ("decision", "convention", "pitfall", "outcome")
+STABLE_KINDS = frozenset({"decision", "convention", "pitfall"})
+MAX_CONTENT_CHARS = 4_000
+MAX_EVIDENCE_IDS = 50
+MAX_ID_CHARS = 200
+KEY_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+FACT_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#@/-]{0,199}")
+GENERATED_ID_PREFIX = "fact:"  # reserved: ``fact:<day>:<line>`` ids are made by the log
+DAILY_NAME = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
+
+
+class WorkspaceError(LabmemError):
+    """Base of every error the workspace memory raises."""
+
+
+class WorkspaceValidationError(WorkspaceError, InvalidInputError):
+    """A call was refused before anything was written."""
+
+
+class WorkspaceCorruptionError(WorkspaceError, CorruptionError):
+    """A stored line or document of the workspace cannot be trusted."""
+
+
+class WorkspaceScopeError(WorkspaceError, ScopeError):
+    """A file (or a line in it) belongs to another workspace."""
+
+
+class WorkspaceDuplicateError(WorkspaceError, DuplicateError, InvalidInputError):
+    """A caller-chosen ``fact_id`` is already used by a different fact."""
+
+    def __init__(self, fact_id: str) -> None:
+        InvalidInputError.__init__(
+            self, "fact_id", f"{fact_id!r} is already used by a different fact",
+            "choose a new id, or repeat the identical fact to get the stored one back",
+        )
+
+
+def _refuse(field: str, problem: str, fix: str = "") -> WorkspaceValidationError:
+    return WorkspaceValidationError(field, problem, fix)
+
+
+def check_memory_key(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not KEY_PATTERN.fullmatch(value):
+        raise _refuse("memory_key", f"{value!r} is not a memory key",
+                      "use 1-64 characters from a-z 0-9 _ . -, e.g. 'storage.engine'")
+    return value
+
+
+def check_importance(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
+        raise _refuse("importance", f"must be an integer from 1 to 5, got {value!r}",
+                      "1 = trivia, 3 = useful (the default), 5 = never forget")
+    return value
+
+
+def check_kind(value: Any) -> str:
+    if value not in KINDS:
+        raise _refuse("kind", f"{value!r} is not a fact kind", f"use one of: {', '.join(KINDS)}")
+    return value
+
+
+def check_evidence(value: Any) -> tuple[str, ...]:
+    """Evidence ids (transcript event ids, artifact ids …): unique, sorted, bounded."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise _refuse("evidence", f"must be a list of evidence ids, got {type(value).__name__}",
+                      "pass e.g. ['transcript:session-1:5']")
+    if len(value) > MAX_EVIDENCE_IDS:
+        raise _refuse("evidence", f"has {len(value)} ids, more than {MAX_EVIDENCE_IDS}")
+    for i, item in enumerate(value):
+        try:
+            require_text(item, f"evidence[{i}]", max_chars=MAX_ID_CHARS)
+        except InvalidInputError as exc:
+            raise _refuse(exc.field, exc.problem, exc.fix) from None
+    return tuple(sorted(set(value)))
+
+
+def check_source(value: Any) -> MemorySource | None:
+    if value is None or isinstance(value, MemorySource):
+        return value
+    try:
+        return MemorySource.from_dict(value)
+    except InvalidInputError as exc:
+        raise _refuse(exc.field, exc.problem, exc.fix) from None
+
+
+def check_fact_id(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not FACT_ID_PATTERN.fullmatch(value):
+        raise _refuse("fact_id", f"{value!r} is not a fact id",
+                      "use up to 200 characters from A-Z a-z 0-9 . _ : # @ / -")
+    if value.startswith(GENERATED_ID_PREFIX):
+        raise _refuse("fact_id", f"{value!r} uses the reserved prefix {GENERATED_ID_PREFIX!r}",
+                      "leave fact_id out to get a generated id, or use another prefix")
+    return value
+
+
+def daily_file_name(day: date) -> str:
+    return f"{day.isoformat()}.jsonl"
+
+
+def day_of_file(path: Path) -> date | None:
+    """The day a ``daily/`` file holds, or ``None`` for a name that is not a daily log."""
+    match = DAILY_NAME.fullmatch(path.name)
+    if match is None:
+        return None
+    try:
+        return date.fromisoformat(match.group(1))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One logged fact. ``line`` is its line in its daily file (1-based)."""
+
+    fact_id: str
+    recorded_at: datetime
+    kind: str
+    content: str
+    importance: int
+    memory_key: str | None
+    source: MemorySource | None
+    evidence: tuple[str, ...]
+    line: int = 0
+
+    @property
+    def evidence_ids(self) -> tuple[str, ...]:
+        """What makes this fact *independent* evidence: its evidence ids, else its
+        source id, else its own id. Two facts citing the same transcript event are
+        one piece of evidence, not two."""
+        if self.evidence:
+            return self.evidence
+        if self.source is not None:
+            return (self.source.source_id,)
+        return (self.fact_id,)
+
+    @property
+    def order(self) -> tuple[datetime, str, int]:
+        """A total, stable order: time first, then day file and line."""
+        return (self.recorded_at, self.recorded_at.date().isoformat(), self.line)
+
+    def payload(self) -> dict[str, Any]:
+        """The caller-given part, used to recognize a retried append of the same fact."""
+        return {"kind": self.kind, "content": self.content, "importance": self.importance,
+                "memory_key": self.memory_key,
+                "source": None if self.source is None else self.source.to_dict(),
+                "evidence": list(self.evidence)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fact_id": self.fact_id, "recorded_at": format_timestamp(self.recorded_at),
+                **self.payload()}
+
+    def to_record(self, workspace_scope: str) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "workspace_scope": workspace_scope,
+                **self.to_dict()}
+
+
+def decode_fact(record: Mapping[str, Any], line: int) -> Fact:
+    """A stored line back into a :class:`Fact`; raises ``ValueError``-like errors."""
+    if record.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"schema_version {record.get('schema_version')!r} is not supported")
+    fact_id = record.get("fact_id")
+    if not isinstance(fact_id, str) or not FACT_ID_PATTERN.fullmatch(fact_id):
+        raise ValueError(f"fact_id {fact_id!r} is not a fact id")
+    return Fact(
+        fact_id=fact_id,
+        recorded_at=parse_timestamp(record.get("recorded_at"), field="recorded_at"),
+        kind=check_kind(record.get("kind")),
+        content=require_text(record.get("content"), "content", max_chars=MAX_CONTENT_CHARS),
+        importance=check_importance(record.get("importance")),
+        memory_key=check_memory_key(record.get("memory_key")),
+        source=check_source(record.get("source")),
+        evidence=check_evidence(record.get("evidence")),
+        line=line,
+    )
+
+
+def open_daily_log(path: Path, workspace_scope: str) -> JsonlLog[Fact]:
+    """A follow-reader over one daily file that refuses lines of another workspace."""
+    day = day_of_file(path)
+
+    def decode(line: int, record: dict[str, Any]) -> Fact:
+        scope = record.get("workspace_scope")
+        if scope != workspace_scope:
+            raise WorkspaceScopeError(
+                f"daily/{path.name} line {line}: belongs to workspace scope {scope!r}, not "
+                f"{workspace_scope!r}; a log copied in from another workspace is refused — "
+                "move it back to its own project"
+            )
+        try:
+            fact = decode_fact(record, line)
+        except (ValueError, TypeError) as exc:
+            raise WorkspaceCorruptionError(f"daily/{path.name}", line, str(exc)) from None
+        if fact.recorded_at.date() != day:
+            raise WorkspaceCorruptionError(
+                f"daily/{path.name}", line,
+                f"recorded_at {format_timestamp(fact.recorded_at)} is not on {day}")
+        return fact
+
+    return JsonlLog(path, decode=decode, corruption_error=WorkspaceCorruptionError)
+
+
+def read_daily_file(path: Path, workspace_scope: str) -> tuple[list[Fact], int]:
+    """Every complete fact in one daily file, and the bytes read to get them."""
+    log = open_daily_log(path, workspace_scope)
+    facts = log.refresh()
+    return facts, log.bytes_read
