@@ -80,6 +80,30 @@ def register_resilience(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_resilience)
 
 
+def _walkthrough(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from labmem.clock import FixedClock
+    from labmem.walkthrough import run_walkthrough
+
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="labmem-walkthrough-"))
+    if not args.home:
+        print(f"home: {home}")
+    result = run_walkthrough(home, clock=FixedClock(args.at))
+    return 0 if result.ok else 1
+
+
+def register_walkthrough(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("walkthrough", help="run every memory layer in one offline, "
+                                                "restart-safe run and check the boundaries")
+    parser.add_argument("--home", help="a directory without a manifest (default: a new "
+                                       "temporary directory, printed)")
+    parser.add_argument("--at", default="2026-08-01T12:00:00Z",
+                        help="the fixed start time of the run's clock (ISO-8601 with zone)")
+    parser.set_defaults(handler=_walkthrough)
+
+
 def register_story(sub: argparse._SubParsersAction) -> None:
     from labmem.story.cli import register
 
@@ -88,6 +112,7 @@ def register_story(sub: argparse._SubParsersAction) -> None:
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     register_demo, register_recall, register_chat, register_resilience, register_story,
+    register_walkthrough,
 ]
 
 
