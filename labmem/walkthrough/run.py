@@ -105,7 +105,7 @@ class _Paths:
 
     @property
     def users(self) -> Path:
-        return self.home / "users"
+        return self.home  # UserMemory keeps each user under <root>/users/<scope>/
 
     @property
     def remote(self) -> Path:
