@@ -47,6 +47,24 @@ class CaseResult:
     observed: str
 
 
+def pause_before(owner: type, method: str, barrier: Any, timeout: float = 2.0) -> None:
+    """Fault injection for race tests: ``owner.method`` first waits at ``barrier``.
+
+    Like a slow disk, it widens the window between a check and the write after it, so
+    that a race happens every time instead of once in a while. With a working lock only
+    one process is ever inside the window, the barrier times out, and the writer goes
+    on. Meant for child processes only: it patches the class for the whole process.
+    """
+    original = getattr(owner, method)
+
+    def paused(self, *args, **kwargs):
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=timeout)
+        return original(self, *args, **kwargs)
+
+    setattr(owner, method, paused)
+
+
 def real_store(path: str | os.PathLike[str], user_id: str) -> RemoteMemoryStore:
     """The system under test: labmem's own store on a fixed clock."""
     return RemoteMemoryStore(path, user_id=user_id, clock=FixedClock(NOW))
@@ -70,14 +88,7 @@ def _race_writer(make_store, path, start, pause, results):
 
     store = make_store(path, "alice")
     store.read_all()
-    original = storage.JsonlLog.append
-
-    def slow_append(self, record):
-        with contextlib.suppress(threading.BrokenBarrierError):
-            pause.wait(timeout=2.0)
-        return original(self, record)
-
-    storage.JsonlLog.append = slow_append
+    pause_before(storage.JsonlLog, "append", pause)
     start.wait()
     try:
         _add(store, "memory-42")

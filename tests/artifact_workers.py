@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import threading
 
 T0 = "2026-08-01T00:00:00Z"
 
@@ -46,18 +45,12 @@ def prepare_same_transaction(session_dir, worker, start, pause, noop_lock, resul
     from labmem.clock import FixedClock
     from labmem.errors import LabmemError
     from labmem.leases import LeaseJournal, LeaseTransitionError
+    from labmem.resilience import pause_before
 
     factory = (lambda p: contextlib.nullcontext()) if noop_lock else None
     journal = LeaseJournal(session_dir, clock=FixedClock(T0), lock_factory=factory)
     journal.refresh()
-    original = storage.JsonlLog.append
-
-    def paused_append(self, record):
-        with contextlib.suppress(threading.BrokenBarrierError):
-            pause.wait(timeout=2.0)
-        return original(self, record)
-
-    storage.JsonlLog.append = paused_append
+    pause_before(storage.JsonlLog, "append", pause)
     start.wait()
     try:
         journal.prepare(claim_for(os.path.basename(session_dir), worker, "tx-shared"))

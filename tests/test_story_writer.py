@@ -126,19 +126,10 @@ def test_3_two_processes_lose_no_update(tmp_path):
 def _commit_many_unlocked(path, worker, count, start, pause):
     """A writer without the lock that pauses (≤ 2 s, at a shared barrier) between reading
     and saving the scratchpad, so every writer reads the same old state before anyone saves."""
-    import contextlib
-    import threading
-
+    from labmem.resilience import pause_before
     from labmem.story.scratchpad import Scratchpad
 
-    original = Scratchpad.save
-
-    def paused_save(self, target):
-        with contextlib.suppress(threading.BrokenBarrierError):
-            pause.wait(timeout=2.0)
-        return original(self, target)
-
-    Scratchpad.save = paused_save
+    pause_before(Scratchpad, "save", pause)
     start.wait()
     w = MemoryWriter(path, clock=SteppingClock(T0), lock_factory=lambda p: nullcontext())
     for n in range(count):

@@ -31,23 +31,16 @@ def set_keys_with_widened_window(root, worker, count, noop_lock, start, pause, r
     saving it (up to 2 s, at a shared barrier), so that without the lock every writer has
     read the same old state before anyone saves."""
     import contextlib
-    import threading
 
     from labmem import storage
     from labmem.clock import SteppingClock
+    from labmem.resilience import pause_before
     from labmem.user import UserMemory
 
     factory = (lambda p: contextlib.nullcontext()) if noop_lock else storage.file_lock
     memory = UserMemory(root, user_id="alice", clock=SteppingClock("2026-08-01T00:00:00Z"),
                         lock_factory=factory)
-    original = UserMemory._save_preferences
-
-    def paused_save(self, prefs):
-        with contextlib.suppress(threading.BrokenBarrierError):
-            pause.wait(timeout=2.0)
-        return original(self, prefs)
-
-    UserMemory._save_preferences = paused_save
+    pause_before(UserMemory, "_save_preferences", pause)
     start.wait()
     for i in range(count):
         memory.set_preference(f"w{worker}.k{i:02d}", f"value {worker}/{i}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 
 
 def append_same_id(path, start, pause, noop_lock, results):
@@ -19,19 +18,13 @@ def append_same_id(path, start, pause, noop_lock, results):
     from labmem.errors import LabmemError
     from labmem.provenance import MemorySource
     from labmem.remote import MemoryKind, RemoteMemoryDuplicateError, RemoteMemoryStore
+    from labmem.resilience import pause_before
 
     factory = (lambda p: contextlib.nullcontext()) if noop_lock else storage.file_lock
     store = RemoteMemoryStore(path, user_id="alice", clock=FixedClock("2026-08-01T12:00:00Z"),
                               lock_factory=factory)
     store.read_all()
-    original = storage.JsonlLog.append
-
-    def paused_append(self, record):
-        with contextlib.suppress(threading.BrokenBarrierError):
-            pause.wait(timeout=2.0)
-        return original(self, record)
-
-    storage.JsonlLog.append = paused_append
+    pause_before(storage.JsonlLog, "append", pause)
     start.wait()
     try:
         store.append(kind=MemoryKind.CONVERSATION, memory_id="memory-42",

@@ -16,5 +16,5 @@ from labmem.walkthrough.run import (
     run_walkthrough,
 )
 
-__all__ = ["CHECKS", "MANIFEST_NAME", "OWNERS", "OWNERSHIP", "WalkthroughError", "WalkthroughResult",
-           "WorkspaceReferenceOwner", "run_walkthrough"]
+__all__ = ["CHECKS", "MANIFEST_NAME", "OWNERS", "OWNERSHIP", "WalkthroughError",
+           "WalkthroughResult", "WorkspaceReferenceOwner", "run_walkthrough"]
