@@ -32,7 +32,7 @@ from typing import Any
 
 from labmem.clock import format_timestamp, parse_timestamp
 from labmem.errors import InvalidInputError, LabmemError
-from labmem.provenance import require_text
+from labmem.provenance import require_int, require_text
 from labmem.text import MESSAGE_ENVELOPE_TOKENS, estimate_tokens
 
 __all__ = [
@@ -75,9 +75,7 @@ class MessageViewLimitExceeded(CompactionError):
 
 
 def _positive_int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(field, f"must be an integer >= 1, got {value!r}")
-    return value
+    return require_int(value, field, minimum=1)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,24 @@ def require_text(value: Any, field: str, *, max_chars: int | None = None,
     return value
 
 
+def require_int(value: Any, field: str, *, minimum: int | None = None,
+                maximum: int | None = None) -> int:
+    """Validate an integer argument (``bool`` is not an integer here) within bounds."""
+    low_ok = minimum is None or (isinstance(value, int) and value >= minimum)
+    high_ok = maximum is None or (isinstance(value, int) and value <= maximum)
+    if isinstance(value, bool) or not isinstance(value, int) or not (low_ok and high_ok):
+        if minimum is not None and maximum is not None:
+            wanted = f"an integer from {minimum} to {maximum}"
+        elif minimum is not None:
+            wanted = f"an integer >= {minimum}"
+        elif maximum is not None:
+            wanted = f"an integer <= {maximum}"
+        else:
+            wanted = "an integer"
+        raise InvalidInputError(field, f"must be {wanted}, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class MemorySource:
     """The original object a memory was derived from.

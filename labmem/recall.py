@@ -28,8 +28,8 @@ from types import MappingProxyType
 from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
-from labmem.errors import InvalidInputError
-from labmem.provenance import MemorySource
+from labmem.errors import InvalidInputError, validated_as
+from labmem.provenance import MemorySource, require_int
 from labmem.remote import MemoryKind, RemoteMemoryScopeError, RemoteMemoryStore, StoredMemory
 from labmem.text import collapse_whitespace, normalize_text, term_frequencies
 
@@ -112,10 +112,8 @@ def normalize_recall_query(
             "text", f"{readable!r} has no searchable terms",
             "use at least one word or CJK character; recall never falls back to 'everything'",
         )
-    if isinstance(limit, bool) or not isinstance(limit, int) or not MIN_LIMIT <= limit <= MAX_LIMIT:
-        raise RecallQueryError(
-            "limit", f"must be an integer from {MIN_LIMIT} to {MAX_LIMIT}, got {limit!r}"
-        )
+    validated_as(RecallQueryError, require_int, limit, "limit", minimum=MIN_LIMIT,
+                 maximum=MAX_LIMIT)
     if not isinstance(user_scope, str) or not user_scope:
         raise RecallQueryError("user_scope", "must be a non-empty scope digest")
     stamp = None if issued_at is None else parse_timestamp(issued_at, field="issued_at")

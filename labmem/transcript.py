@@ -25,8 +25,8 @@ from types import MappingProxyType
 from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
-from labmem.errors import CorruptionError, InvalidInputError, LabmemError
-from labmem.provenance import SESSION_ID_PATTERN, MemorySource, require_text
+from labmem.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
+from labmem.provenance import SESSION_ID_PATTERN, MemorySource, require_int, require_text
 from labmem.storage import JsonlLog, LockFactory, file_lock
 
 __all__ = [
@@ -279,8 +279,7 @@ class Transcript:
 
     def replay_state(self, *, max_items: int = 1000) -> ReplayState:
         """Fold the events into the state a runtime needs; the last ``max_items`` messages."""
-        if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 1:
-            raise _refuse("max_items", f"must be an integer >= 1, got {max_items!r}")
+        validated_as(TranscriptValidationError, require_int, max_items, "max_items", minimum=1)
         self._catch_up()
         torn = self._log.torn_tail_bytes > 0
         title: str | None = None

@@ -153,3 +153,18 @@ def test_ascii_fast_path_matches_the_run_rule(text):
     runs = [text] if text else []
     assert estimate_tokens(text) == sum(-(-len(run) // 4) for run in runs)
     assert estimate_tokens(text + "记") == estimate_tokens(text) + 1
+
+
+def test_require_int_names_the_field_and_the_bounds():
+    from labmem.provenance import require_int
+
+    assert require_int(3, "n", minimum=1, maximum=5) == 3
+    for bad, message in ((0, "from 1 to 5"), (6, "from 1 to 5"), (True, "from 1 to 5"),
+                         (2.0, "from 1 to 5"), ("3", "from 1 to 5")):
+        with pytest.raises(InvalidInputError, match=message) as err:
+            require_int(bad, "n", minimum=1, maximum=5)
+        assert err.value.field == "n"
+    with pytest.raises(InvalidInputError, match=">= 1"):
+        require_int(0, "k", minimum=1)
+    with pytest.raises(InvalidInputError, match="<= 9"):
+        require_int(10, "k", maximum=9)

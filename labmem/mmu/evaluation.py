@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labmem.errors import validated_as
 from labmem.mmu.errors import MmuValidationError
 from labmem.mmu.pages import derive_l1, derive_l2
 from labmem.mmu.records import MemoryRecord
+from labmem.provenance import require_int
 from labmem.text import normalize_text
 
 
 def _require_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise MmuValidationError("k", f"must be an int >= 1, got {k!r}")
-    return k
+    return validated_as(MmuValidationError, require_int, k, "k", minimum=1)
 
 
 def recall_at_k(loaded: Sequence[str], relevant: Sequence[str], k: int) -> float:

@@ -41,7 +41,7 @@ from labmem.mmu.scoring import (
     relevance,
 )
 from labmem.mmu.trace import CandidateTrace, RecallTrace, Rejection, query_hash
-from labmem.provenance import require_text
+from labmem.provenance import require_int, require_text
 from labmem.text import extract_terms
 
 GLOBAL_SCOPE = "global"
@@ -72,9 +72,7 @@ class Ledger:
 
 
 def _require_count(value: object, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise MmuValidationError(field, f"must be an int >= {minimum}, got {value!r}")
-    return value
+    return validated_as(MmuValidationError, require_int, value, field, minimum=minimum)
 
 
 class ContextMMU:

@@ -39,7 +39,7 @@ from labmem.mmu.records import (
     require_choice,
     require_unit,
 )
-from labmem.provenance import require_text
+from labmem.provenance import require_int, require_text
 from labmem.storage import JsonlLog, LockFactory, file_lock
 from labmem.text import extract_terms, normalize_text
 
@@ -249,8 +249,7 @@ class FileMemoryService:
         self._open()
         validated_as(MemoryValidationError, require_text, query, "query", max_chars=2_000)
         validated_as(MemoryValidationError, require_text, scope, "scope")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise MemoryValidationError("k", f"must be an int >= 1, got {k!r}")
+        validated_as(MemoryValidationError, require_int, k, "k", minimum=1)
         if memory_type is not None:
             self._require_type(memory_type)
         self._catch_up()

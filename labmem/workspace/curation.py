@@ -29,6 +29,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from labmem.clock import format_timestamp, parse_timestamp
+from labmem.errors import validated_as
+from labmem.provenance import require_int
 from labmem.text import normalize_text
 from labmem.workspace.facts import (
     KINDS,
@@ -46,10 +48,8 @@ OPEN, RESOLVED = "open", "resolved"
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise WorkspaceValidationError(f"policy.{name}",
-                                       f"must be an integer ≥ {minimum}, got {value!r}")
-    return value
+    return validated_as(WorkspaceValidationError, require_int, value, f"policy.{name}",
+                        minimum=minimum)
 
 
 @dataclass(frozen=True)
