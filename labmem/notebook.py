@@ -9,6 +9,7 @@ and prints nothing. Everything here imports pandas/matplotlib lazily, so importi
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import warnings
@@ -61,13 +62,37 @@ def _configure_kernel() -> None:
     shell.InteractiveTB.set_mode(mode="Minimal")  # the %xmode magic would print
 
 
+SCRATCH_PREFIX = "labmem-scratch-"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def _sweep_dead_scratch_dirs(parent: Path) -> None:
+    """Remove scratch dirs left by kernels that died without running atexit."""
+    for path in parent.glob(f"{SCRATCH_PREFIX}*"):
+        pid = path.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def scratch_dir(name: str) -> Path:
     """A fresh temporary working directory for one chapter, removed at exit.
 
     Print paths *relative* to it (see :func:`relative`), never the absolute path,
-    which differs on every machine and run.
+    which differs on every machine and run. A kernel that is shut down hard never
+    runs its exit handlers, so each call also removes the leftovers of dead processes.
     """
-    root = Path(tempfile.mkdtemp(prefix=f"labmem-{name}-"))
+    parent = Path(tempfile.gettempdir())
+    _sweep_dead_scratch_dirs(parent)
+    root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-{name}-", dir=parent))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     return root
 

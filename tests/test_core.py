@@ -168,3 +168,21 @@ def test_require_int_names_the_field_and_the_bounds():
         require_int(0, "k", minimum=1)
     with pytest.raises(InvalidInputError, match="<= 9"):
         require_int(10, "k", maximum=9)
+
+
+def test_scratch_dirs_of_dead_processes_are_swept(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    from labmem import notebook
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    leftover = tmp_path / f"{notebook.SCRATCH_PREFIX}{dead}-s09-abc"
+    leftover.mkdir()
+    mine = notebook.scratch_dir("s12")
+    assert mine.exists() and mine.parent == tmp_path
+    assert not leftover.exists()
+    assert notebook.scratch_dir("s13").exists() and mine.exists()  # live dirs stay
