@@ -300,3 +300,23 @@ def test_selection_errors(path, event_id, summary, reason, match):
 def test_errors_share_the_base():
     for error in (TranscriptValidationError, TranscriptCorruptionError, MemorySelectionError):
         assert issubclass(error, LabmemError)
+
+
+def test_concurrent_writers_get_one_gap_free_sequence(path):
+    import multiprocessing
+
+    import workers
+
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(4)
+    procs = [ctx.Process(target=workers.append_transcript_events, args=(str(path), w, 25, start))
+             for w in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    events = Transcript(path).events()
+    assert [e["sequence"] for e in events] == list(range(1, 101))
+    assert sorted(e["content"] for e in events) == sorted(f"w{w} #{i}" for w in range(4)
+                                                         for i in range(25))

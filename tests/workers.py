@@ -37,3 +37,13 @@ def append_same_id(path, start, pause, noop_lock, results):
         results.put("duplicate")
     except LabmemError as exc:  # e.g. the log noticing a write it did not expect
         results.put(f"refused: {type(exc).__name__}")
+
+
+def append_transcript_events(path, worker, count, start):
+    """One of several processes appending to the same session at once."""
+    from labmem.transcript import Transcript
+
+    transcript = Transcript(path)
+    start.wait()
+    for i in range(count):
+        transcript.append({"type": "message", "role": "user", "content": f"w{worker} #{i}"})
