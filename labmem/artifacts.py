@@ -32,9 +32,10 @@ from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
-from labmem.provenance import SESSION_ID_PATTERN, MemorySource, require_text
+from labmem.provenance import SESSION_ID_PATTERN, MemorySource
 from labmem.storage import JsonlLog, fsync_directory
 from labmem.text import estimate_tokens
+from labmem.validation import require_text
 
 __all__ = [
     "ArtifactAccessError",

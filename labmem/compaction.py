@@ -32,8 +32,8 @@ from typing import Any
 
 from labmem.clock import format_timestamp, parse_timestamp
 from labmem.errors import InvalidInputError, LabmemError
-from labmem.provenance import require_int, require_text
 from labmem.text import MESSAGE_ENVELOPE_TOKENS, estimate_tokens
+from labmem.validation import require_int, require_text
 
 __all__ = [
     "CompactionPolicy", "CompactionResult", "DurableContextState", "DurableFact", "PendingItem",

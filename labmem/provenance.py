@@ -17,6 +17,7 @@ from typing import Any
 
 from labmem.clock import format_timestamp, parse_timestamp
 from labmem.errors import InvalidInputError
+from labmem.validation import require_text
 
 SCOPE_DIGEST_LENGTH = 16
 # A session id names a transcript file (s09) and an artifact directory (s13), and sits
@@ -35,39 +36,6 @@ def scope_digest(owner_id: str, *, field: str = "owner_id") -> str:
                                 "pass the id of the user or workspace that owns this memory")
     digest = hashlib.sha256(f"labmem-scope:v1:{owner_id}".encode()).hexdigest()
     return digest[:SCOPE_DIGEST_LENGTH]
-
-
-def require_text(value: Any, field: str, *, max_chars: int | None = None,
-                 allow_blank: bool = False) -> str:
-    """Validate a string argument and return it unchanged."""
-    if not isinstance(value, str):
-        raise InvalidInputError(field, f"must be a string, got {type(value).__name__}")
-    if not allow_blank and not value.strip():
-        raise InvalidInputError(field, "must not be blank")
-    if max_chars is not None and len(value) > max_chars:
-        raise InvalidInputError(
-            field, f"has {len(value):,} characters, more than the limit of {max_chars:,}",
-            "shorten it or store the long body elsewhere and keep a pointer",
-        )
-    return value
-
-
-def require_int(value: Any, field: str, *, minimum: int | None = None,
-                maximum: int | None = None) -> int:
-    """Validate an integer argument (``bool`` is not an integer here) within bounds."""
-    low_ok = minimum is None or (isinstance(value, int) and value >= minimum)
-    high_ok = maximum is None or (isinstance(value, int) and value <= maximum)
-    if isinstance(value, bool) or not isinstance(value, int) or not (low_ok and high_ok):
-        if minimum is not None and maximum is not None:
-            wanted = f"an integer from {minimum} to {maximum}"
-        elif minimum is not None:
-            wanted = f"an integer >= {minimum}"
-        elif maximum is not None:
-            wanted = f"an integer <= {maximum}"
-        else:
-            wanted = "an integer"
-        raise InvalidInputError(field, f"must be {wanted}, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,10 @@ from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import InvalidInputError, validated_as
-from labmem.provenance import MemorySource, require_int
+from labmem.provenance import MemorySource
 from labmem.remote import MemoryKind, RemoteMemoryScopeError, RemoteMemoryStore, StoredMemory
 from labmem.text import collapse_whitespace, normalize_text, term_frequencies
+from labmem.validation import require_int
 
 __all__ = [
     "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",

@@ -32,8 +32,9 @@ from labmem.errors import (
     ScopeError,
     validated_as,
 )
-from labmem.provenance import MemorySource, require_text, scope_digest
+from labmem.provenance import MemorySource, scope_digest
 from labmem.storage import JsonlLog, LockFactory, file_lock
+from labmem.validation import require_text
 
 __all__ = [
     "MemoryKind",

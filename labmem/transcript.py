@@ -26,8 +26,9 @@ from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
-from labmem.provenance import SESSION_ID_PATTERN, MemorySource, require_int, require_text
+from labmem.provenance import SESSION_ID_PATTERN, MemorySource
 from labmem.storage import JsonlLog, LockFactory, file_lock
+from labmem.validation import require_int, require_text
 
 __all__ = [
     "Transcript", "ReplayState", "TranscriptMemoryCandidate", "TranscriptError",

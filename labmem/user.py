@@ -37,7 +37,7 @@ from labmem.errors import (
     ScopeError,
     validated_as,
 )
-from labmem.provenance import require_text, scope_digest
+from labmem.provenance import scope_digest
 from labmem.storage import (
     LockFactory,
     file_lock,
@@ -45,6 +45,7 @@ from labmem.storage import (
     write_snapshot,
     write_text_atomic,
 )
+from labmem.validation import require_text
 
 __all__ = [
     "PROFILE_FIELDS",

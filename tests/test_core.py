@@ -156,7 +156,7 @@ def test_ascii_fast_path_matches_the_run_rule(text):
 
 
 def test_require_int_names_the_field_and_the_bounds():
-    from labmem.provenance import require_int
+    from labmem.validation import require_int
 
     assert require_int(3, "n", minimum=1, maximum=5) == 3
     for bad, message in ((0, "from 1 to 5"), (6, "from 1 to 5"), (True, "from 1 to 5"),

@@ -19,8 +19,8 @@ from labmem.errors import validated_as
 from labmem.mmu.errors import MmuValidationError
 from labmem.mmu.pages import derive_l1, derive_l2
 from labmem.mmu.records import MemoryRecord
-from labmem.provenance import require_int
 from labmem.text import normalize_text
+from labmem.validation import require_int
 
 
 def _require_k(k: int) -> int:

@@ -41,8 +41,8 @@ from labmem.mmu.scoring import (
     relevance,
 )
 from labmem.mmu.trace import CandidateTrace, RecallTrace, Rejection, query_hash
-from labmem.provenance import require_int, require_text
 from labmem.text import extract_terms
+from labmem.validation import require_int, require_text
 
 GLOBAL_SCOPE = "global"
 REASON_TOO_LARGE = "larger than the whole budget"

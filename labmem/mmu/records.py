@@ -22,7 +22,7 @@ from typing import Any
 from labmem.clock import format_timestamp, parse_timestamp
 from labmem.errors import validated_as
 from labmem.mmu.errors import MemoryValidationError, WriteGateError
-from labmem.provenance import require_text
+from labmem.validation import require_text
 
 MEMORY_TYPES = ("working", "episodic", "semantic", "procedural")
 SOURCE_KINDS = ("user_stated", "tool_observed", "model_inferred")

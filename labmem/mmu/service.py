@@ -39,9 +39,9 @@ from labmem.mmu.records import (
     require_choice,
     require_unit,
 )
-from labmem.provenance import require_int, require_text
 from labmem.storage import JsonlLog, LockFactory, file_lock
 from labmem.text import extract_terms, normalize_text
+from labmem.validation import require_int, require_text
 
 RECORDS_FILE = "records.jsonl"
 

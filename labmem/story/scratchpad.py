@@ -24,9 +24,9 @@ from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import validated_as
-from labmem.provenance import require_text
 from labmem.storage import read_snapshot, write_snapshot
 from labmem.story.errors import StoryCorruptionError, StoryValidationError
+from labmem.validation import require_text
 
 CATEGORIES = ("character_state", "story_facts", "world_rules", "timeline",
               "open_loops", "reader_promises", "relationships")

@@ -30,8 +30,8 @@ from typing import Any
 
 from labmem.clock import format_timestamp, parse_timestamp
 from labmem.errors import validated_as
-from labmem.provenance import require_int
 from labmem.text import normalize_text
+from labmem.validation import require_int
 from labmem.workspace.facts import (
     KINDS,
     STABLE_KINDS,

@@ -24,8 +24,9 @@ from labmem.errors import (
     LabmemError,
     ScopeError,
 )
-from labmem.provenance import MemorySource, require_text
+from labmem.provenance import MemorySource
 from labmem.storage import JsonlLog
+from labmem.validation import require_text
 
 __all__ = [
     "KINDS", "STABLE_KINDS", "Fact", "WorkspaceError", "WorkspaceValidationError",

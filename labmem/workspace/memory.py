@@ -31,7 +31,7 @@ from typing import Any
 
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import InvalidInputError, validated_as
-from labmem.provenance import MemorySource, require_text, scope_digest
+from labmem.provenance import MemorySource, scope_digest
 from labmem.storage import (
     JsonlLog,
     LockFactory,
@@ -40,6 +40,7 @@ from labmem.storage import (
     write_snapshot,
     write_text_atomic,
 )
+from labmem.validation import require_text
 from labmem.workspace.curation import (
     OPEN,
     ConflictCase,
