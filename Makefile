@@ -19,7 +19,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) install -q -c constraints.txt -e '.[dev,online]'
+	$(PIP) install -q -c constraints.txt -e '.[dev,online,bench]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labmem)" >/dev/null
 	touch $(STAMP)
 
@@ -45,7 +45,7 @@ bench: install
 	for b in bench/*.py; do case $$b in */benchlib.py) ;; *) $(BIN)/python $$b || exit 1;; esac; done
 
 lock: | $(BIN)/python
-	$(PIP) install -q -e '.[dev,online]'
+	$(PIP) install -q -e '.[dev,online,bench]'
 	( echo "# Pinned versions for make/CI: regenerate with 'make lock' after changing pyproject.toml."; \
 	  $(PIP) freeze --exclude-editable ) > constraints.txt
 
