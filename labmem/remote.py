@@ -7,7 +7,12 @@ another scope's record is refused on every read path.
 
 The duplicate check and the append happen in one exclusive cross-process section
 (a file lock), which is how this local file imitates a server's atomic
-compare-and-insert. A real service would use a unique index or a conditional write.
+compare-and-insert. A real service would use a unique index or a conditional write
+(:mod:`labmem.remote_sqlite` does exactly that, with the same contract).
+
+The validation, id and duplicate rules live in module functions
+(:func:`validate_draft`, :func:`validate_drafts`, :func:`record_from_object`) that
+both stores call, so the two backends cannot drift apart.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -47,6 +52,12 @@ __all__ = [
     "RemoteMemoryScopeError",
     "RemoteMemoryCorruptionError",
     "derive_memory_id",
+    "MemoryDraft",
+    "validate_draft",
+    "validate_drafts",
+    "record_from_object",
+    "duplicate_message",
+    "stamp_now",
 ]
 
 MAX_CONTENT_CHARS = 20_000
@@ -128,6 +139,137 @@ def derive_memory_id(kind: MemoryKind, source: MemorySource, content: str) -> st
 
 _validated = partial(validated_as, RemoteMemoryValidationError)
 
+DRAFT_KEYS = ("kind", "content", "summary", "source", "memory_id")
+REQUIRED_DRAFT_KEYS = DRAFT_KEYS[:4]
+
+
+@dataclass(frozen=True)
+class MemoryDraft:
+    """One validated append request: a record minus its owner scope and stored time."""
+
+    kind: MemoryKind
+    content: str
+    summary: str
+    source: MemorySource
+    memory_id: str
+
+    def stored(self, user_scope: str, stored_at: datetime) -> StoredMemory:
+        return StoredMemory(self.memory_id, user_scope, self.kind, self.content,
+                            self.summary, self.source, stored_at)
+
+
+def _validate_kind(kind: MemoryKind | str) -> MemoryKind:
+    try:
+        return MemoryKind(kind)
+    except ValueError:
+        allowed = ", ".join(k.value for k in MemoryKind)
+        raise RemoteMemoryValidationError(
+            "kind", f"{kind!r} is not a memory kind", f"use one of: {allowed}"
+        ) from None
+
+
+def validate_draft(
+    *,
+    kind: MemoryKind | str,
+    content: str,
+    summary: str,
+    source: MemorySource | Mapping[str, Any],
+    memory_id: str | None = None,
+) -> MemoryDraft:
+    """Check one append's arguments (every store calls this before touching storage)."""
+    record_kind = _validate_kind(kind)
+    _validated(require_text, content, "content", max_chars=MAX_CONTENT_CHARS)
+    _validated(require_text, summary, "summary", max_chars=MAX_SUMMARY_CHARS, allow_blank=True)
+    if not isinstance(source, MemorySource):
+        source = _validated(MemorySource.from_dict, source)
+    if memory_id is None:
+        memory_id = derive_memory_id(record_kind, source, content)
+    elif not isinstance(memory_id, str) or not MEMORY_ID_PATTERN.fullmatch(memory_id):
+        raise RemoteMemoryValidationError(
+            "memory_id", f"{memory_id!r} is not a valid id",
+            "use 1-128 characters from A-Z a-z 0-9 . _ : -, starting with a letter or "
+            "digit, or pass memory_id=None to derive one",
+        )
+    return MemoryDraft(record_kind, content, summary, source, memory_id)
+
+
+def validate_drafts(drafts: Iterable[Mapping[str, Any]]) -> tuple[MemoryDraft, ...]:
+    """Check a whole batch before anything is written.
+
+    A bad draft raises :class:`RemoteMemoryValidationError` whose field is
+    ``drafts[i].<field>``; an id that appears twice in the batch raises
+    :class:`RemoteMemoryDuplicateError` — the batch is refused as a whole either way.
+    """
+    if isinstance(drafts, (Mapping, str, bytes)) or not isinstance(drafts, Iterable):
+        raise RemoteMemoryValidationError(
+            "drafts", f"must be a list of mappings, got {type(drafts).__name__}",
+            "pass [{'kind': ..., 'content': ..., 'summary': ..., 'source': ...}, ...]; "
+            "use append() for a single record",
+        )
+    checked: list[MemoryDraft] = []
+    for index, draft in enumerate(drafts):
+        label = f"drafts[{index}]"
+        if not isinstance(draft, Mapping):
+            raise RemoteMemoryValidationError(
+                label, f"must be a mapping, got {type(draft).__name__}",
+                f"give each draft the keys of append(): {', '.join(DRAFT_KEYS)}",
+            )
+        unknown = sorted(str(key) for key in draft if key not in DRAFT_KEYS)
+        if unknown:
+            raise RemoteMemoryValidationError(
+                label, f"has unknown key(s) {', '.join(unknown)}",
+                f"use only the keys of append(): {', '.join(DRAFT_KEYS)}",
+            )
+        missing = [key for key in REQUIRED_DRAFT_KEYS if key not in draft]
+        if missing:
+            raise RemoteMemoryValidationError(
+                f"{label}.{missing[0]}", "is required",
+                f"every draft needs {', '.join(REQUIRED_DRAFT_KEYS)} (memory_id is optional)",
+            )
+        try:
+            checked.append(validate_draft(**draft))
+        except RemoteMemoryValidationError as exc:
+            raise RemoteMemoryValidationError(f"{label}.{exc.field}", exc.problem,
+                                              exc.fix) from None
+    first_seen: dict[str, int] = {}
+    for index, draft in enumerate(checked):
+        first = first_seen.setdefault(draft.memory_id, index)
+        if first != index:
+            raise RemoteMemoryDuplicateError(
+                f"drafts[{index}].memory_id {draft.memory_id!r} repeats drafts[{first}]; "
+                "nothing from this batch was stored — a batch may hold each id once"
+            )
+    return tuple(checked)
+
+
+def stamp_now(clock: Clock) -> datetime:
+    """The stored time of the next record (or batch): one ``clock.now()``, validated."""
+    return _validated(parse_timestamp, clock.now(), field="clock.now()")
+
+
+def duplicate_message(memory_id: str, store_name: str, index: int | None = None) -> str:
+    """Why an append was refused as a duplicate, and what to do (same for both stores)."""
+    if index is None:
+        return (f"memory_id {memory_id!r} is already stored in {store_name}; the store is "
+                "unchanged; records are immutable — use a new id for new content")
+    return (f"drafts[{index}].memory_id {memory_id!r} is already stored in {store_name}; "
+            "nothing from this batch was stored — drop that draft or give it a new id, "
+            "then retry the batch")
+
+
+def record_from_object(obj: Any) -> StoredMemory:
+    """Decode one stored JSON object; a ``ValueError`` says what is wrong with it.
+
+    Callers add *where* (a line, a row) and raise their corruption error.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    try:
+        return StoredMemory.from_dict(obj)
+    except (KeyError, ValueError, TypeError, InvalidInputError) as exc:
+        problem = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"not a stored memory ({problem})") from None
+
 
 class RemoteMemoryStore:
     """Append-only, user-scoped record store backed by one JSONL file (``path``).
@@ -183,12 +325,9 @@ class RemoteMemoryStore:
                 f"{self.user_scope!r}; each user needs their own records file"
             )
         try:
-            record = StoredMemory.from_dict(obj)
-        except (KeyError, ValueError, TypeError, InvalidInputError) as exc:
-            problem = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise RemoteMemoryCorruptionError(
-                name, line, f"not a stored memory ({problem})"
-            ) from None
+            record = record_from_object(obj)
+        except ValueError as exc:
+            raise RemoteMemoryCorruptionError(name, line, str(exc)) from None
         if record.memory_id in self._by_id or record.memory_id in self._batch_ids:
             raise RemoteMemoryCorruptionError(
                 name, line, f"memory_id {record.memory_id!r} is stored twice"
@@ -243,46 +382,40 @@ class RemoteMemoryStore:
     ) -> StoredMemory:
         """Validate, then store one record; raise :class:`RemoteMemoryDuplicateError`
         if ``memory_id`` (given or derived) is already stored."""
-        record_kind = self._validate_kind(kind)
-        _validated(require_text, content, "content", max_chars=MAX_CONTENT_CHARS)
-        _validated(require_text, summary, "summary",
-                   max_chars=MAX_SUMMARY_CHARS, allow_blank=True)
-        if not isinstance(source, MemorySource):
-            source = _validated(MemorySource.from_dict, source)
-        if memory_id is None:
-            memory_id = derive_memory_id(record_kind, source, content)
-        elif not isinstance(memory_id, str) or not MEMORY_ID_PATTERN.fullmatch(memory_id):
-            raise RemoteMemoryValidationError(
-                "memory_id", f"{memory_id!r} is not a valid id",
-                "use 1-128 characters from A-Z a-z 0-9 . _ : -, starting with a letter or "
-                "digit, or pass memory_id=None to derive one",
-            )
-        record = StoredMemory(
-            memory_id=memory_id,
-            user_scope=self.user_scope,
-            kind=record_kind,
-            content=content,
-            summary=summary,
-            source=source,
-            stored_at=_validated(parse_timestamp, self.clock.now(), field="clock.now()"),
-        )
+        draft = validate_draft(kind=kind, content=content, summary=summary, source=source,
+                               memory_id=memory_id)
+        record = draft.stored(self.user_scope, stamp_now(self.clock))
         with self._log.locked():
             self._catch_up()
-            if memory_id in self._by_id:
+            if record.memory_id in self._by_id:
                 raise RemoteMemoryDuplicateError(
-                    f"memory_id {memory_id!r} is already stored in {self.path.name}; "
-                    "records are immutable — use a new id for new content"
-                )
+                    duplicate_message(record.memory_id, self.path.name))
             self._log.append(record.to_dict())
         self._remember(record)
         return record
 
-    @staticmethod
-    def _validate_kind(kind: MemoryKind | str) -> MemoryKind:
-        try:
-            return MemoryKind(kind)
-        except ValueError:
-            allowed = ", ".join(k.value for k in MemoryKind)
-            raise RemoteMemoryValidationError(
-                "kind", f"{kind!r} is not a memory kind", f"use one of: {allowed}"
-            ) from None
+    def append_many(self, drafts: Iterable[Mapping[str, Any]]) -> tuple[StoredMemory, ...]:
+        """Store a batch all-or-nothing: each draft is a mapping of :meth:`append`'s
+        keyword arguments.
+
+        Every draft is validated first; then, under one lock, an id already stored
+        refuses the whole batch; otherwise every line goes out in one write and one
+        ``fsync``, with one ``clock.now()`` as the batch's ``stored_at``. (A crash in
+        the middle of that write can still leave a prefix of the batch: a JSONL file
+        has no transactions. :class:`~labmem.remote_sqlite.SqliteMemoryStore` has.)
+        """
+        checked = validate_drafts(drafts)
+        if not checked:
+            return ()
+        stored_at = stamp_now(self.clock)
+        records = tuple(draft.stored(self.user_scope, stored_at) for draft in checked)
+        with self._log.locked():
+            self._catch_up()
+            for index, record in enumerate(records):
+                if record.memory_id in self._by_id:
+                    raise RemoteMemoryDuplicateError(
+                        duplicate_message(record.memory_id, self.path.name, index))
+            self._log.append_many([record.to_dict() for record in records])
+        for record in records:
+            self._remember(record)
+        return records
