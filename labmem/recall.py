@@ -5,12 +5,14 @@ one stage at a time, and a failure points at the stage that caused it:
 
 1. :func:`normalize_recall_query` — readable text, normalized text, stable terms.
 2. :func:`build_recall_candidates` — conversation records sharing a term with the query.
-3. :func:`score_recall_candidate` — an explainable breakdown, not a bare number.
+3. :func:`score_recall_candidate` — an explainable breakdown, not a bare number, from a
+   pluggable scorer (:mod:`labmem.recall_scorers`: teaching, BM25, hybrid).
 4. :func:`stable_rank_recall_candidates` — an explicit, total order; cut to ``limit``.
 5. :func:`render_recalled_context` — the selected hits as an escaped prompt block.
 
-:class:`RecallEngine` runs the five stages against a :class:`RemoteMemoryStore`,
-with an incremental term index so that a recall does not re-tokenize the store.
+:class:`RecallEngine` runs the five stages against a store, with an inverted index
+(:mod:`labmem.recall_index`) so that a recall touches only the records that share a
+term with the query and builds full objects only for the few it returns.
 Recall never writes: a hit is a per-query view of a stored record, not a new memory.
 """
 
@@ -19,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,10 +28,20 @@ from html import escape
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import InvalidInputError, validated_as
 from labmem.provenance import MemorySource
-from labmem.remote import MemoryKind, RemoteMemoryScopeError, RemoteMemoryStore, StoredMemory
+from labmem.recall_index import TermIndex, open_term_index, record_terms
+from labmem.recall_scorers import (
+    CorpusStats,
+    RecallScoreBreakdown,
+    Scorer,
+    recency_weight,
+    resolve_scorer,
+)
+from labmem.remote import MemoryKind, RemoteMemoryScopeError, StoredMemory
 from labmem.text import collapse_whitespace, normalize_text, term_frequencies
 from labmem.validation import require_int
 
@@ -39,14 +50,11 @@ __all__ = [
     "RecallResult", "RecallQueryError", "RecallEngine", "normalize_recall_query",
     "build_recall_candidates", "score_recall_candidate", "stable_rank_recall_candidates",
     "render_recalled_context", "render_remote_profile", "recency_weight", "record_terms",
+    "corpus_stats", "Scorer",
 ]
 
 MIN_LIMIT, MAX_LIMIT = 1, 10
-LEXICAL_WEIGHT = 0.85
-RECENCY_WEIGHT = 0.15
-RECENCY_SCALE_DAYS = 30.0
 SCORE_DECIMALS = 6
-SCORER_NAME = "lexical_recency"
 SNIPPET_FALLBACK_CHARS = 240
 EMPTY_NO_MATCHING_TERMS = "no_matching_terms"
 
@@ -128,11 +136,6 @@ def normalize_recall_query(
 # -- 2. candidate --------------------------------------------------------------------
 
 
-def record_terms(record: StoredMemory) -> Counter[str]:
-    """Term counts of what a record is searchable by: source title, summary, content."""
-    return term_frequencies("\n".join((record.source.title, record.summary, record.content)))
-
-
 @dataclass(frozen=True)
 class RecallCandidate:
     """A conversation record that shares at least one term with the query (no score yet)."""
@@ -143,6 +146,7 @@ class RecallCandidate:
     matched_terms: tuple[str, ...]
     captured_at: datetime
     term_counts: Mapping[str, int] = field(default_factory=dict)  # matched term -> count
+    document_length: int = 0  # all its term occurrences: what BM25 normalizes by
 
 
 def _check_scope(query: RecallQuery, record: StoredMemory) -> None:
@@ -153,18 +157,19 @@ def _check_scope(query: RecallQuery, record: StoredMemory) -> None:
         )
 
 
-def _candidate(query: RecallQuery, record: StoredMemory, counts: Mapping[str, int],
-               searchable_terms: tuple[str, ...] | None = None) -> RecallCandidate | None:
+def _candidate(query: RecallQuery, record: StoredMemory,
+               counts: Mapping[str, int]) -> RecallCandidate | None:
     matched = tuple(term for term in query.terms if term in counts)
     if not matched:
         return None
     return RecallCandidate(
         query_id=query.query_id,
         record=record,
-        searchable_terms=searchable_terms or tuple(sorted(counts)),
+        searchable_terms=tuple(sorted(counts)),
         matched_terms=matched,
         captured_at=record.source.captured_at,
         term_counts=MappingProxyType({term: counts[term] for term in matched}),
+        document_length=sum(counts.values()),
     )
 
 
@@ -191,76 +196,41 @@ def count_searched_records(records: Iterable[StoredMemory]) -> int:
 # -- 3. score ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RecallScoreBreakdown:
-    """Why a candidate scored what it did: every input, weight and contribution."""
+def corpus_stats(query: RecallQuery, records: Iterable[StoredMemory]) -> CorpusStats:
+    """BM25's statistics computed the slow, obvious way: by reading every record.
 
-    matched_terms: tuple[str, ...]
-    query_term_count: int
-    lexical_coverage: float
-    recency: float
-    lexical_contribution: float
-    recency_contribution: float
-    total: float
-    age_days: float = 0.0
-    scorer: str = SCORER_NAME
-    weights: Mapping[str, float] = field(default_factory=dict)
-    contributions: Mapping[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "matched_terms": list(self.matched_terms),
-            "query_term_count": self.query_term_count,
-            "lexical_coverage": self.lexical_coverage,
-            "recency": self.recency,
-            "lexical_contribution": self.lexical_contribution,
-            "recency_contribution": self.recency_contribution,
-            "age_days": self.age_days,
-            "scorer": self.scorer,
-            "weights": dict(self.weights),
-            "contributions": dict(self.contributions),
-            "total": self.total,
-        }
-
-
-def recency_weight(age_days: float) -> float:
-    """1 today, 1/2 after 30 days, 1/3 after 60: a slow hyperbolic decay."""
-    return 1.0 / (1.0 + max(0.0, age_days) / RECENCY_SCALE_DAYS)
-
-
-def _age_days(as_of: datetime, captured_at: datetime) -> float:
-    return max(0.0, (as_of - captured_at).total_seconds() / 86_400)
-
-
-def _score_parts(matched: int, query_terms: int, age_days: float) -> tuple[float, ...]:
-    """coverage, recency, both contributions and total — each rounded as shown."""
-    coverage = round(matched / query_terms, SCORE_DECIMALS)
-    recency = round(recency_weight(age_days), SCORE_DECIMALS)
-    lexical_part = round(LEXICAL_WEIGHT * coverage, SCORE_DECIMALS)
-    recency_part = round(RECENCY_WEIGHT * recency, SCORE_DECIMALS)
-    total = round(lexical_part + recency_part, SCORE_DECIMALS)
-    return coverage, recency, lexical_part, recency_part, total
+    The engine gets the same numbers from its index; a test checks that they agree.
+    """
+    searched = total_length = 0
+    frequency = dict.fromkeys(query.terms, 0)
+    for record in records:
+        _check_scope(query, record)
+        if record.kind is not MemoryKind.CONVERSATION:
+            continue
+        counts = record_terms(record)
+        searched += 1
+        total_length += sum(counts.values())
+        for term in query.terms:
+            frequency[term] += term in counts
+    return CorpusStats(searched, total_length, MappingProxyType(frequency))
 
 
 def score_recall_candidate(
-    query: RecallQuery, candidate: RecallCandidate, *, as_of: datetime | str
+    query: RecallQuery,
+    candidate: RecallCandidate,
+    *,
+    as_of: datetime | str,
+    scorer: str | Scorer | None = None,
+    stats: CorpusStats | None = None,
 ) -> RecallScoreBreakdown:
-    """Stage 3: 0.85 × term coverage + 0.15 × recency, each part kept and rounded to 6 places."""
+    """Stage 3: the scorer's breakdown (default: the seed's 0.85 × coverage + 0.15 × recency).
+
+    BM25-based scorers also need ``stats`` (see :func:`corpus_stats`).
+    """
     as_of = parse_timestamp(as_of, field="as_of")
-    age_days = _age_days(as_of, candidate.captured_at)
-    coverage, recency, lexical_part, recency_part, total = _score_parts(
-        len(candidate.matched_terms), len(query.terms), age_days)
-    return RecallScoreBreakdown(
-        matched_terms=candidate.matched_terms,
-        query_term_count=len(query.terms),
-        lexical_coverage=coverage,
-        recency=recency,
-        lexical_contribution=lexical_part,
-        recency_contribution=recency_part,
-        total=total,
-        age_days=round(age_days, SCORE_DECIMALS),
-        weights=MappingProxyType({"lexical": LEXICAL_WEIGHT, "recency": RECENCY_WEIGHT}),
-        contributions=MappingProxyType({"lexical": lexical_part, "recency": recency_part}),
+    return resolve_scorer(scorer).explain(
+        query.terms, candidate.term_counts, candidate.document_length,
+        candidate.captured_at, as_of=as_of, stats=stats,
     )
 
 
@@ -328,15 +298,22 @@ def snippet_of(record: StoredMemory) -> str:
 
 
 def stable_rank_recall_candidates(
-    query: RecallQuery, candidates: Iterable[RecallCandidate], *, as_of: datetime | str
+    query: RecallQuery,
+    candidates: Iterable[RecallCandidate],
+    *,
+    as_of: datetime | str,
+    scorer: str | Scorer | None = None,
+    stats: CorpusStats | None = None,
 ) -> tuple[RecallHit, ...]:
     """Stage 4: score, order by :func:`rank_key`, keep the top ``query.limit``, rank from 1.
 
     Uses a bounded heap, not a full sort: the cost is O(n log limit).
     """
     as_of = parse_timestamp(as_of, field="as_of")
+    scorer = resolve_scorer(scorer)
     scored = ((rank_key(c, b), c, b) for c in candidates
-              for b in (score_recall_candidate(query, c, as_of=as_of),))
+              for b in (score_recall_candidate(query, c, as_of=as_of, scorer=scorer,
+                                               stats=stats),))
     top = heapq.nsmallest(query.limit, scored, key=lambda item: item[0])
     return tuple(
         RecallHit(
@@ -405,9 +382,12 @@ class RecallResult:
 
 
 def assemble_result(query: RecallQuery, candidates: tuple[RecallCandidate, ...],
-                    searched_records: int, *, as_of: datetime) -> RecallResult:
+                    searched_records: int, *, as_of: datetime,
+                    scorer: str | Scorer | None = None,
+                    stats: CorpusStats | None = None) -> RecallResult:
     """Stages 3–4 plus the counts: what both the engine and a by-hand pipeline return."""
-    hits = stable_rank_recall_candidates(query, candidates, as_of=as_of)
+    hits = stable_rank_recall_candidates(query, candidates, as_of=as_of, scorer=scorer,
+                                         stats=stats)
     return RecallResult(
         query=query,
         hits=hits,
@@ -417,77 +397,64 @@ def assemble_result(query: RecallQuery, candidates: tuple[RecallCandidate, ...],
     )
 
 
+def shortlist(positions: np.ndarray, estimates: np.ndarray, limit: int,
+              tolerance: float) -> np.ndarray:
+    """Positions whose estimated score could still make the top ``limit``.
+
+    Everything within ``tolerance`` of the ``limit``-th best estimate is kept, so the
+    rounding of the exact scores, and ties that the exact order breaks, cannot push a
+    true top-``limit`` record out. Ascending positions, like the input.
+    """
+    if len(positions) <= limit:
+        return positions
+    kth_best = np.partition(estimates, len(estimates) - limit)[len(estimates) - limit]
+    return positions[estimates >= kth_best - tolerance]
+
+
 class RecallEngine:
     """Runs the recall pipeline over one user's store; read-only by construction.
 
-    Keeps an inverted index (term → record positions) that is extended with only
-    the records appended since the last recall, so a query touches the records that
-    share a term with it instead of re-tokenizing the whole store. It scores every
-    candidate with the same arithmetic as :func:`score_recall_candidate` but builds
-    full candidate and breakdown objects only for the top ``limit``; the result is
-    identical to running the five stage functions by hand (a test checks it).
+    Candidates come from an inverted index (:func:`labmem.recall_index.open_term_index`):
+    the union of the query terms' postings. The scorer estimates every candidate at once
+    from those postings; only the few that can reach the top ``limit`` are loaded and
+    explained exactly. The result is identical to running the five stage functions by
+    hand over every record (a property test checks it for every scorer).
     """
 
-    def __init__(self, store: RemoteMemoryStore, *, clock: Clock | None = None) -> None:
-        if not isinstance(store, RemoteMemoryStore):
+    def __init__(self, store, *, scorer: str | Scorer | None = None,
+                 clock: Clock | None = None) -> None:
+        if not (hasattr(store, "read_all") and isinstance(getattr(store, "user_scope", None),
+                                                          str)):
             raise InvalidInputError(
-                "store", f"must be a RemoteMemoryStore, got {type(store).__name__}"
+                "store", f"must be a RemoteMemoryStore or SqliteMemoryStore, "
+                f"got {type(store).__name__}",
             )
         self.store = store
+        self.scorer = resolve_scorer(scorer)
         self.clock = resolve_clock(clock if clock is not None else store.clock)
-        self._records: tuple[StoredMemory, ...] = ()
-        self._counts: list[Counter[str] | None] = []  # None for profile records
-        self._sorted_terms: list[tuple[str, ...]] = []
-        self._postings: dict[str, list[int]] = {}
-        self._searched = 0
+        self.index: TermIndex = open_term_index(store)
 
     def __repr__(self) -> str:
-        return f"RecallEngine({self.store!r}, indexed={len(self._counts)})"
+        return f"RecallEngine({self.store!r}, scorer={self.scorer!r})"
 
-    def _index_new_records(self) -> None:
-        self._records = self.store.read_all()
-        for position in range(len(self._counts), len(self._records)):
-            record = self._records[position]
-            if record.kind is not MemoryKind.CONVERSATION:
-                self._counts.append(None)
-                self._sorted_terms.append(())
-                continue
-            counts = record_terms(record)
-            self._counts.append(counts)
-            self._sorted_terms.append(tuple(sorted(counts)))
-            self._searched += 1
-            for term in counts:
-                self._postings.setdefault(term, []).append(position)
+    def _postings(self, query: RecallQuery):
+        self.index.refresh()
+        postings = {term: self.index.postings(term) for term in query.terms}
+        stats = CorpusStats(self.index.searched_records, self.index.total_length,
+                            MappingProxyType({t: len(p) for t, p in postings.items()}))
+        return postings, stats
 
-    def _matching_positions(self, query: RecallQuery) -> list[int]:
-        self._index_new_records()
-        positions: set[int] = set()
-        for term in query.terms:
-            positions.update(self._postings.get(term, ()))
-        return sorted(positions)
-
-    def _build_candidate(self, query: RecallQuery, position: int) -> RecallCandidate:
-        record = self._records[position]
+    def _candidate_at(self, query: RecallQuery, position: int) -> RecallCandidate:
+        record = self.index.record(position)
         _check_scope(query, record)
-        return _candidate(query, record, self._counts[position], self._sorted_terms[position])
+        return _candidate(query, record, record_terms(record))
 
     def candidates(self, query: RecallQuery) -> tuple[RecallCandidate, ...]:
         """Stage 2 through the index; same result as :func:`build_recall_candidates`."""
-        return tuple(self._build_candidate(query, p) for p in self._matching_positions(query))
-
-    def _top_positions(self, query: RecallQuery, positions: list[int],
-                       as_of: datetime) -> list[int]:
-        """The ``limit`` best positions by :func:`rank_key`, without building objects."""
-        def key(position: int) -> tuple:
-            record = self._records[position]
-            counts = self._counts[position]
-            matched = sum(1 for term in query.terms if term in counts)
-            captured = record.source.captured_at
-            coverage, _, _, _, total = _score_parts(matched, len(query.terms),
-                                                    _age_days(as_of, captured))
-            return (-total, -coverage, -captured.timestamp(), record.memory_id)
-
-        return heapq.nsmallest(query.limit, positions, key=key)
+        postings, _ = self._postings(query)
+        positions = np.unique(np.concatenate(
+            [p.positions for p in postings.values()] + [np.zeros(0, dtype=np.int64)]))
+        return tuple(self._candidate_at(query, int(p)) for p in positions)
 
     def recall(
         self,
@@ -504,14 +471,18 @@ class RecallEngine:
             query_id=query_id, issued_at=issued_at,
         )
         as_of = issued_at if as_of is None else parse_timestamp(as_of, field="as_of")
-        positions = self._matching_positions(query)
-        top = [self._build_candidate(query, p)
-               for p in self._top_positions(query, positions, as_of)]
-        hits = stable_rank_recall_candidates(query, top, as_of=as_of)
+        postings, stats = self._postings(query)
+        positions, estimates = self.scorer.estimate(
+            query.terms, postings, as_of_seconds=as_of.timestamp(), stats=stats)
+        tolerance = 1e-5 + 1e-6 * len(query.terms)
+        top = [self._candidate_at(query, int(p))
+               for p in shortlist(positions, estimates, query.limit, tolerance)]
+        hits = stable_rank_recall_candidates(query, top, as_of=as_of, scorer=self.scorer,
+                                             stats=stats)
         return RecallResult(
             query=query,
             hits=hits,
-            searched_records=self._searched,
+            searched_records=self.index.searched_records,
             candidate_records=len(positions),
             empty_reason=None if hits else EMPTY_NO_MATCHING_TERMS,
         )
