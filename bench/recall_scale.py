@@ -1,0 +1,781 @@
+"""Benchmark: recall at 1k / 10k / 100k records — labmem's engines against real BM25 peers.
+
+For each store size (default 1,000, 10,000 and 100,000 conversation records of one
+user) this script
+
+1. bulk-loads the same synthetic records once: a JSONL records file for
+   :class:`~labmem.remote.RemoteMemoryStore` and, when ``labmem.remote_sqlite`` exists,
+   a SQLite file through ``SqliteMemoryStore.append_many``;
+2. measures every engine **in its own child process**, one after another, so that
+   each reports its own memory: the child imports its library and reports its RSS
+   ("import MiB": the interpreter baseline to subtract), loads or builds its index
+   ("build s"), runs 5 warm-up queries, then times every query with
+   ``time.perf_counter`` (p50 and p95 µs) and reports its peak RSS ("peak MiB",
+   ``ru_maxrss``);
+3. compares every engine's top 10 with ``labmem-jsonl/bm25`` ("∩ bm25": the mean
+   share of the reference's hits that the engine also returns).
+
+The engines:
+
+* ``labmem-jsonl/<scorer>`` — ``RecallEngine(RemoteMemoryStore(...), scorer=...)`` for
+  the teaching, bm25 and hybrid scorers; the first recall decodes the file and builds
+  the term index, so "build s" is opening the store plus that first recall;
+* ``labmem-sqlite/bm25`` — the same engine over ``SqliteMemoryStore``;
+* ``rank_bm25`` — ``BM25Okapi`` (pure Python + numpy), top 10 of ``get_scores`` by
+  ``numpy.argpartition``;
+* ``bm25s`` — ``bm25s.BM25`` (sparse matrix of precomputed scores), ``retrieve(k=10)``;
+* ``fts5`` — SQLite's full-text index, ``MATCH '"t1" OR "t2" …' ORDER BY bm25(fts)
+  LIMIT 10``; built by the child (streaming the records, one transaction).
+
+How to read it, so the ratios are not misread:
+
+* **Tokenization is identical.** Every peer indexes labmem's own search terms
+  (:func:`labmem.recall.record_terms`: ASCII words plus CJK character bigrams, with
+  repeats so term frequency counts; space-joined for FTS5, whose ``unicode61``
+  tokenizer then keeps each term whole) and queries with
+  :func:`labmem.text.extract_terms`. No built-in tokenizer of the peers makes CJK
+  bigrams, so this is also what lets them answer the Chinese queries at all. Each
+  peer's query time includes turning the query text into terms, as labmem's does.
+* **Query semantics are identical:** any query term may match (OR); a record with
+  none is never returned (peers' zero scores are dropped).
+* **The BM25 flavours differ a little.** labmem's ``bm25`` and ``bm25s`` use the
+  Lucene idf ``ln(1 + (N − df + ½)/(df + ½))`` with k1 = 1.2, b = 0.75 and should rank
+  almost identically; ``rank_bm25`` (Okapi idf with an ε floor) and FTS5 (idf clamped
+  near 0 for terms in more than half the records) weigh very common terms differently,
+  and every engine breaks ties at the 10th place its own way. An overlap near 1 says
+  "the same kind of ranking"; the teaching scorer (term coverage + recency) and the
+  hybrid (BM25 + recency) are *meant* to differ.
+* **Memory:** ``ru_maxrss`` is a high-water mark that a child inherits from the
+  process that starts it, so the parent stays small (records are generated and
+  loaded by a loader child, pandas and matplotlib are imported only for the report).
+  Subtract "import MiB" from "peak MiB" to get what the engine itself held.
+* "÷ fts5" is an engine's p50 over FTS5's p50 at the same size, measured in the same
+  run: compare ratios across machines, not microseconds.
+
+The corpus is synthetic and deterministic (``--seed``): a 30,000-word vocabulary of
+English-like pseudo-words drawn with Zipf frequencies (s = 1.07, so the commonest
+words appear in nearly every record and idf matters), titles, summaries and contents
+totalling ~30–80 words per record, a Chinese phrase (Zipf over 600 two-character
+words) in ~10% of records, capture times spread over the year before ``as_of``. The
+smaller corpora are prefixes of the larger ones. Queries (200 by default, identical at
+every size) have 2–5 words: one common (rank ≤ 100), one rare (rank > 2,000 — possibly
+absent from a small store), the rest drawn by frequency; ~15% carry a Chinese word.
+
+Run it::
+
+    python bench/recall_scale.py                  # 1k, 10k, 100k; several minutes on 2 cores
+    python bench/recall_scale.py --sizes 1000,10000 --queries 100
+    python bench/recall_scale.py --quick --out /tmp/rs   # seconds; what the smoke test runs
+
+It prints one table and writes ``recall_scale.md``, ``.json``, ``.png`` and ``.csv`` to
+``--out`` (default ``bench/results``). Temporary files live in a temporary directory
+(``--dir`` chooses the disk it is created on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import random
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from itertools import accumulate
+from pathlib import Path
+
+from labmem.clock import FixedClock, format_timestamp
+from labmem.provenance import MemorySource, scope_digest
+from labmem.recall import RecallEngine, record_terms
+from labmem.remote import MemoryKind, RemoteMemoryStore, StoredMemory
+from labmem.storage import encode_json_line
+from labmem.text import extract_terms
+
+BENCH_DIR = Path(__file__).resolve().parent
+DEFAULT_OUT = BENCH_DIR / "results"
+NAME = "recall_scale"
+
+USER_ID = "bench"
+NOW = "2026-08-01T12:00:00Z"  # every store's clock, and the as_of of every recall
+AS_OF = FixedClock(NOW).now()
+TOP_K = 10
+WARMUP_QUERIES = 5
+TARGET_RATIO = 2.0  # labmem's best p50 at the largest size ≤ 2 × FTS5's p50
+
+ENGLISH_WORDS, CHINESE_WORDS = 30_000, 600
+ENGLISH_ZIPF, CHINESE_ZIPF = 1.07, 1.0
+TITLE_WORDS, SUMMARY_WORDS, CONTENT_WORDS = (3, 6), (6, 12), (20, 60)
+CHINESE_RECORD_SHARE, CHINESE_PHRASE_WORDS = 0.10, (2, 5)
+QUERY_WORDS, COMMON_RANKS, RARE_FROM_RANK = (2, 5), 100, 2_000
+CHINESE_QUERY_SHARE = 0.15
+
+_ONSETS = ("b c d f g h j k l m n p r s t v w z br cl dr fl gr pl st tr sh ch th").split()
+_VOWELS = ("a e i o u ai ea oo ou").split()
+_CODAS = ("", "n", "r", "s", "t", "l", "m", "nd", "st", "ck", "ng")
+_HANZI = ("记忆系统用户偏好会话历史检索模型上下文压缩工具任务计划项目代码测试数据文件"
+          "时间地点朋友家庭工作学习旅行音乐电影天气城市公司产品问题答案设计早晚饭菜咖啡"
+          "茶水书本图片照片")
+
+LABMEM_SCORERS = ("teaching", "bm25", "hybrid")
+REFERENCE = "labmem-jsonl/bm25"
+ENGINES = (*(f"labmem-jsonl/{s}" for s in LABMEM_SCORERS), "labmem-sqlite/bm25",
+           "rank_bm25", "bm25s", "fts5")
+PEER_K1, PEER_B = 1.2, 0.75  # labmem's Bm25Scorer defaults, so the peers rank alike
+
+
+def _note(message: str) -> None:
+    """Progress on stderr. (benchlib.progress does the same, but importing benchlib
+    loads pandas, and the parent must stay small: its children inherit its RSS peak.)"""
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- the corpus ----------------------------------------------------------------------
+
+
+class Corpus:
+    """Deterministic Zipf vocabulary, records and queries (everything depends on ``seed``)."""
+
+    def __init__(self, seed: int) -> None:
+        rng = random.Random(f"{seed}:vocabulary")
+        self.seed = seed
+        self.english = self._english_words(rng, ENGLISH_WORDS)
+        self.chinese = self._chinese_words(rng, CHINESE_WORDS)
+        self._english_cum = self._zipf_cumulative(len(self.english), ENGLISH_ZIPF)
+        self._chinese_cum = self._zipf_cumulative(len(self.chinese), CHINESE_ZIPF)
+        self.user_scope = scope_digest(USER_ID)
+
+    @staticmethod
+    def _english_words(rng: random.Random, count: int) -> list[str]:
+        """``count`` distinct English-like words of 1–3 syllables; list position = rank."""
+        words: dict[str, None] = {}  # a dict keeps first-seen order; a set would not
+        while len(words) < count:
+            syllables = rng.choice((1, 2, 2, 3, 3))
+            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
+                           for _ in range(syllables))
+            if len(word) >= 3:
+                words.setdefault(word, None)
+        return list(words)
+
+    @staticmethod
+    def _chinese_words(rng: random.Random, count: int) -> list[str]:
+        words: dict[str, None] = {}
+        while len(words) < count:
+            first, second = rng.sample(_HANZI, 2)
+            words.setdefault(first + second, None)
+        return list(words)
+
+    @staticmethod
+    def _zipf_cumulative(count: int, exponent: float) -> list[float]:
+        """Cumulative weights 1/rank^s, for ``random.choices(cum_weights=...)``."""
+        return list(accumulate(1.0 / rank ** exponent for rank in range(1, count + 1)))
+
+    def _english(self, rng: random.Random, count: int) -> list[str]:
+        return rng.choices(self.english, cum_weights=self._english_cum, k=count)
+
+    def _chinese(self, rng: random.Random, count: int) -> list[str]:
+        return rng.choices(self.chinese, cum_weights=self._chinese_cum, k=count)
+
+    def draft(self, rng: random.Random, number: int) -> dict:
+        """One record as ``append``'s keyword arguments (a draft for ``append_many``)."""
+        title = " ".join(self._english(rng, rng.randint(*TITLE_WORDS))).title()
+        summary = " ".join(self._english(rng, rng.randint(*SUMMARY_WORDS)))
+        content = " ".join(self._english(rng, rng.randint(*CONTENT_WORDS))).capitalize() + "."
+        if rng.random() < CHINESE_RECORD_SHARE:
+            content += " " + "".join(self._chinese(rng, rng.randint(*CHINESE_PHRASE_WORDS)))
+            content += "。"
+        captured_at = AS_OF - timedelta(seconds=rng.randrange(365 * 86_400))
+        return {
+            "memory_id": f"m-{number:06d}",
+            "kind": MemoryKind.CONVERSATION,
+            "content": content,
+            "summary": summary,
+            "source": MemorySource(source_id=f"conv-{number:06d}",
+                                   source_type="conversation", title=title,
+                                   captured_at=captured_at),
+        }
+
+    def drafts(self, size: int) -> Iterator[dict]:
+        """The first ``size`` records of one stream: smaller corpora are prefixes."""
+        rng = random.Random(f"{self.seed}:records")
+        return (self.draft(rng, n) for n in range(size))
+
+    def stored(self, draft: dict) -> StoredMemory:
+        """The record ``store.append(**draft)`` would store with the bench clock."""
+        return StoredMemory(user_scope=self.user_scope, stored_at=AS_OF, **draft)
+
+    def queries(self, count: int) -> list[str]:
+        """2–5 words: one common, one rare, the rest by frequency; some Chinese."""
+        rng = random.Random(f"{self.seed}:queries")
+        queries = []
+        for _ in range(count):
+            size = rng.randint(*QUERY_WORDS)
+            words = [self.english[rng.randrange(COMMON_RANKS)],
+                     self.english[rng.randrange(RARE_FROM_RANK, len(self.english))]]
+            while len(words) < size:
+                word = self._english(rng, 1)[0]
+                if word not in words:
+                    words.append(word)
+            if rng.random() < CHINESE_QUERY_SHARE:
+                words[-1] = self._chinese(rng, 1)[0]
+            rng.shuffle(words)
+            queries.append(" ".join(words))
+        return queries
+
+
+# -- what exists (the lead's and the SQLite helper's APIs land during the project) ------
+
+
+def sqlite_store_class():
+    """``SqliteMemoryStore`` if ``labmem.remote_sqlite`` exists and can bulk-load, else None."""
+    try:
+        from labmem.remote_sqlite import SqliteMemoryStore
+    except ImportError:
+        return None
+    return SqliteMemoryStore if hasattr(SqliteMemoryStore, "append_many") else None
+
+
+def engine_has_scorers() -> bool:
+    return "scorer" in inspect.signature(RecallEngine).parameters
+
+
+def fts5_available() -> bool:
+    try:
+        sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE x USING fts5(a)")
+    except sqlite3.OperationalError:
+        return False
+    return True
+
+
+def unavailable_reason(engine: str) -> str | None:
+    """Why ``engine`` cannot run here, or None when it can."""
+    if engine.startswith("labmem-sqlite") and sqlite_store_class() is None:
+        return "labmem.remote_sqlite.SqliteMemoryStore.append_many not available"
+    if engine.startswith("labmem") and not engine.endswith("/teaching") \
+            and not engine_has_scorers():
+        return "RecallEngine has no scorer= argument yet"
+    if engine == "fts5" and not fts5_available():
+        return "this Python's sqlite3 has no FTS5"
+    for library in ("rank_bm25", "bm25s"):
+        if engine == library:
+            try:
+                __import__(library)
+            except ImportError:
+                return f"{library} is not installed (pip install -e '.[bench]')"
+    return None
+
+
+# -- loader child: generate and bulk-load one size -----------------------------------
+
+
+def load_main(size: int, seed: int, queries: int, folder: Path) -> dict:
+    """Write ``records.jsonl`` (and ``records.sqlite``); return load times and corpus stats.
+
+    The first loader also writes ``queries.json`` beside the size folders, so that the
+    parent never holds the vocabulary.
+    """
+    corpus = Corpus(seed)
+    queries_path = folder.parent / "queries.json"
+    if not queries_path.exists():
+        queries_path.write_text(json.dumps(corpus.queries(queries), ensure_ascii=False),
+                                encoding="utf-8")
+    drafts = list(corpus.drafts(size))
+    stats: dict = {"records": size}
+
+    start = time.perf_counter()
+    jsonl = folder / "records.jsonl"
+    if hasattr(RemoteMemoryStore, "append_many"):
+        store = RemoteMemoryStore(jsonl, user_id=USER_ID, clock=FixedClock(NOW))
+        store.append_many(drafts)
+        stats["jsonl_loader"] = "RemoteMemoryStore.append_many"
+    else:  # bulk-load by writing the store's own line format directly
+        with open(jsonl, "wb") as handle:
+            for draft in drafts:
+                handle.write(encode_json_line(corpus.stored(draft).to_dict()))
+        stats["jsonl_loader"] = "encode_json_line"
+    stats["jsonl_load_s"] = time.perf_counter() - start
+
+    store_class = sqlite_store_class()
+    if store_class is not None:
+        start = time.perf_counter()
+        store = store_class(folder / "records.sqlite", user_id=USER_ID, clock=FixedClock(NOW))
+        store.append_many(drafts)
+        stats["sqlite_load_s"] = time.perf_counter() - start
+
+    lengths, documents, cjk = [], Counter(), 0
+    for draft in drafts:
+        terms = record_terms(corpus.stored(draft))
+        lengths.append(sum(terms.values()))
+        documents.update(terms.keys())
+        cjk += any(len(t) <= 2 and not t.isascii() for t in terms)
+    stats |= {
+        "terms_per_record_mean": sum(lengths) / size,
+        "terms_per_record_min": min(lengths), "terms_per_record_max": max(lengths),
+        "distinct_terms": len(documents), "records_with_cjk": cjk / size,
+        "commonest_term_record_share": documents.most_common(1)[0][1] / size,
+    }
+    return stats
+
+
+# -- engine child: build one engine, time every query --------------------------------
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size (Linux reports KiB, macOS bytes).
+
+    Includes the high-water mark of the parent at the moment it started this child.
+    """
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+
+
+def own_peak_mib() -> float | None:
+    """Linux only: the peak of this process's own memory (VmHWM), nothing inherited."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def iter_records(path: Path) -> Iterator[StoredMemory]:
+    """Stream the JSONL records file one record at a time (peers never hold it all)."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            yield StoredMemory.from_dict(json.loads(line))
+
+
+def corpus_tokens(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Memory ids and each record's labmem terms, repeated as often as they occur."""
+    ids, tokens = [], []
+    for record in iter_records(path):
+        ids.append(record.memory_id)
+        tokens.append(list(record_terms(record).elements()))
+    return ids, tokens
+
+
+Search = Callable[[str], tuple[list[str], int | None]]  # query → (top ids, candidates)
+
+
+def import_library(engine: str) -> None:
+    """Import what the engine needs before the baseline RSS is read."""
+    if engine.startswith("labmem"):
+        if engine.startswith("labmem-sqlite"):
+            import labmem.remote_sqlite  # noqa: F401
+        import numpy  # noqa: F401  (labmem's scorers use it)
+    elif engine in ("rank_bm25", "bm25s"):
+        __import__(engine)
+        import numpy  # noqa: F401
+
+
+def open_labmem(engine: str, folder: Path) -> Search:
+    backend, scorer = engine.removeprefix("labmem-").split("/")
+    if backend == "sqlite":
+        store = sqlite_store_class()(folder / "records.sqlite", user_id=USER_ID,
+                                     clock=FixedClock(NOW))
+    else:
+        store = RemoteMemoryStore(folder / "records.jsonl", user_id=USER_ID,
+                                  clock=FixedClock(NOW))
+    engine_ = (RecallEngine(store, scorer=scorer) if engine_has_scorers()
+               else RecallEngine(store))
+
+    def search(query: str) -> tuple[list[str], int | None]:
+        result = engine_.recall(query, limit=TOP_K, as_of=AS_OF)
+        return [hit.memory_id for hit in result.hits], result.candidate_records
+
+    return search
+
+
+def open_rank_bm25(folder: Path) -> Search:
+    import numpy as np
+    from rank_bm25 import BM25Okapi
+
+    ids, tokens = corpus_tokens(folder / "records.jsonl")
+    index = BM25Okapi(tokens, k1=PEER_K1, b=PEER_B)
+    del tokens
+    k = min(TOP_K, len(ids))
+
+    def search(query: str) -> tuple[list[str], int | None]:
+        scores = index.get_scores(list(extract_terms(query)))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [ids[i] for i in top if scores[i] > 0], None
+
+    return search
+
+
+def open_bm25s(folder: Path) -> Search:
+    import bm25s
+
+    ids, tokens = corpus_tokens(folder / "records.jsonl")
+    index = bm25s.BM25(k1=PEER_K1, b=PEER_B, method="lucene")
+    index.index(tokens, show_progress=False)
+    del tokens
+    k = min(TOP_K, len(ids))
+
+    def search(query: str) -> tuple[list[str], int | None]:
+        documents, scores = index.retrieve([list(extract_terms(query))], k=k,
+                                           show_progress=False)
+        return [ids[d] for d, s in zip(documents[0], scores[0], strict=True) if s > 0], None
+
+    return search
+
+
+FTS_QUERY = f"SELECT memory_id FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT {TOP_K}"
+
+
+def match_expression(query: str) -> str:
+    """``"t1" OR "t2"``: the query's labmem terms, quoted, any of them may match."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in extract_terms(query))
+
+
+def open_fts5(folder: Path) -> Search:
+    path = folder / "fts5.sqlite"
+    path.unlink(missing_ok=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA synchronous=OFF")  # building is setup, not a durability test
+    db.execute("CREATE VIRTUAL TABLE fts USING fts5(memory_id UNINDEXED, terms, "
+               "tokenize='unicode61')")
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO fts (memory_id, terms) VALUES (?, ?)",
+                   ((r.memory_id, " ".join(record_terms(r).elements()))
+                    for r in iter_records(folder / "records.jsonl")))
+    db.execute("COMMIT")
+
+    def search(query: str) -> tuple[list[str], int | None]:
+        return [row[0] for row in db.execute(FTS_QUERY, (match_expression(query),))], None
+
+    return search
+
+
+def open_engine(engine: str, folder: Path) -> Search:
+    if engine.startswith("labmem"):
+        return open_labmem(engine, folder)
+    return {"rank_bm25": open_rank_bm25, "bm25s": open_bm25s, "fts5": open_fts5}[engine](folder)
+
+
+def percentile_us(ordered: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile of sorted seconds, in µs (benchlib.Timing's rule)."""
+    return ordered[max(0, math.ceil(p * len(ordered)) - 1)] * 1e6
+
+
+def engine_main(engine: str, folder: Path, queries: Sequence[str]) -> dict:
+    """Build ``engine`` over ``folder``'s records, warm it up, time every query."""
+    import_library(engine)
+    import_rss, import_own = peak_rss_mib(), own_peak_mib()
+
+    start = time.perf_counter()
+    search = open_engine(engine, folder)
+    search(queries[0])  # labmem builds its term index here; peers are ready already
+    build_s = time.perf_counter() - start
+
+    for query in queries[:WARMUP_QUERIES]:
+        search(query)
+    samples, tops, candidates = [], [], []
+    for query in queries:
+        start = time.perf_counter()
+        ids, found = search(query)
+        samples.append(time.perf_counter() - start)
+        tops.append(ids)
+        candidates.append(found)
+    ordered = sorted(samples)
+    return {
+        "engine": engine, "build_s": build_s,
+        "p50_us": percentile_us(ordered, 0.50), "p95_us": percentile_us(ordered, 0.95),
+        "mean_us": sum(samples) / len(samples) * 1e6,
+        "import_rss_mib": import_rss, "peak_rss_mib": peak_rss_mib(),
+        "import_vmhwm_mib": import_own, "peak_vmhwm_mib": own_peak_mib(),
+        "avg_candidates": (None if None in candidates
+                           else sum(candidates) / len(candidates)),
+        "top": tops,
+    }
+
+
+# -- the parent ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+    queries: int = 200
+    seed: int = 7
+    out: Path = DEFAULT_OUT
+    workdir: Path | None = None
+    command: str = "python bench/recall_scale.py"
+
+
+def parse_args(argv: Sequence[str] | None) -> Settings | argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", help="comma-separated store sizes (default 1000,10000,100000)")
+    parser.add_argument("--queries", type=int, help="timed queries per engine and size (200)")
+    parser.add_argument("--seed", type=int, default=Settings.seed)
+    parser.add_argument("--dir", type=Path, help="create the temporary directory here")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="where recall_scale.{md,json,png,csv} go (bench/results)")
+    parser.add_argument("--quick", action="store_true",
+                        help="sizes 300,1000 and 20 queries (a smoke run, seconds)")
+    # internal: the loader and engine children
+    parser.add_argument("--load", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--engine", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    if args.load is not None or args.engine is not None:
+        return args
+
+    sizes, queries = ((300, 1_000), 20) if args.quick else (Settings.sizes, Settings.queries)
+    if args.sizes:
+        try:
+            sizes = sorted({int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()})
+        except ValueError:
+            parser.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
+    queries = args.queries if args.queries is not None else queries
+    if not sizes or min(sizes) < TOP_K or queries < 1:
+        parser.error(f"sizes must be ≥ {TOP_K} and --queries positive")
+    shown = []  # the command line without machine-specific paths
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--dir", "--out"):
+            skip = True
+        elif not arg.startswith(("--dir=", "--out=")):
+            shown.append(arg)
+    return Settings(sizes=tuple(sizes), queries=queries, seed=args.seed, out=args.out,
+                    workdir=args.dir, command=" ".join([Settings.command, *shown]))
+
+
+def run_child(arguments: list[str], result: Path) -> dict:
+    """Run this script as a child; it writes its answer as JSON to ``result``."""
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), *arguments,
+                           "--result", str(result)], capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["(no stderr)"]
+        raise RuntimeError(f"child {' '.join(arguments[:2])} failed: {lines[-1]}")
+    return json.loads(result.read_text())
+
+
+def overlap(top: Sequence[str], reference: Sequence[str]) -> float | None:
+    """Share of the reference's hits that ``top`` also has; None if the reference is empty."""
+    return len(set(top) & set(reference)) / len(reference) if reference else None
+
+
+def run(settings: Settings) -> tuple[list[dict], list[dict], dict[str, str], list[str]]:
+    """Every size: one loader child, then one child per available engine."""
+    skipped = {e: r for e in ENGINES if (r := unavailable_reason(e)) is not None}
+    engines = [e for e in ENGINES if e not in skipped]
+    rows, corpora, failures = [], [], []
+    with tempfile.TemporaryDirectory(prefix="labmem-recall-scale-", dir=settings.workdir) as tmp:
+        work = Path(tmp)
+        for size in settings.sizes:
+            folder = work / f"n{size}"
+            folder.mkdir()
+            _note(f"{size:>9,} records: generating and bulk-loading …")
+            corpora.append(run_child(["--load", str(size), "--seed", str(settings.seed),
+                                      "--queries", str(settings.queries),
+                                      "--folder", str(folder)], folder / "load.json"))
+            results = {}
+            for engine in engines:
+                _note(f"{size:>9,} records: {engine} …")
+                try:
+                    results[engine] = run_child(
+                        ["--engine", engine, "--folder", str(folder)],
+                        folder / f"{engine.replace('/', '_')}.json")
+                except RuntimeError as error:
+                    failures.append(f"{size:,} records: {error}")
+            tops = {engine: result.pop("top") for engine, result in results.items()}
+            reference = tops.get(REFERENCE)
+            fts5 = results.get("fts5")
+            for engine, result in results.items():
+                row = {"records": size, **result}
+                row["x_fts5"] = result["p50_us"] / fts5["p50_us"] if fts5 else None
+                if reference is not None:
+                    shares = [s for mine, ref in zip(tops[engine], reference, strict=True)
+                              if (s := overlap(mine, ref)) is not None]
+                    row["overlap_bm25"] = sum(shares) / len(shares) if shares else None
+                rows.append(row)
+    return rows, corpora, skipped, failures
+
+
+# -- reporting -----------------------------------------------------------------------
+
+# (label, key, format, markdown alignment)
+COLUMNS = [
+    ("records", "records", "{:,.0f}"), ("engine", "engine", "{}"),
+    ("build s", "build_s", "{:,.2f}"), ("p50 µs", "p50_us", "{:,.0f}"),
+    ("p95 µs", "p95_us", "{:,.0f}"), ("import MiB", "import_rss_mib", "{:,.0f}"),
+    ("peak MiB", "peak_rss_mib", "{:,.0f}"), ("÷ fts5", "x_fts5", "{:.2f}"),
+    ("∩ bm25", "overlap_bm25", "{:.2f}"),
+]
+
+
+def cell(row: dict, key: str, fmt: str) -> str:
+    value = row.get(key)
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else fmt.format(value)
+
+
+def markdown_table(rows: Sequence[dict]) -> str:
+    lines = ["| " + " | ".join(label for label, _, _ in COLUMNS) + " |",
+             "|" + "|".join("---" if key == "engine" else "---:" for _, key, _ in COLUMNS) + "|"]
+    lines += ["| " + " | ".join(cell(row, key, fmt) for _, key, fmt in COLUMNS) + " |"
+              for row in rows]
+    return "\n".join(lines)
+
+
+def target_line(rows: Sequence[dict]) -> str:
+    """Is labmem's best engine within TARGET_RATIO × FTS5's p50 at the largest size?"""
+    largest = max(row["records"] for row in rows)
+    at_largest = [row for row in rows if row["records"] == largest]
+    labmem = [row for row in at_largest if row["engine"].startswith("labmem")]
+    fts5 = [row for row in at_largest if row["engine"] == "fts5"]
+    if not labmem or not fts5:
+        return "target: not measured (labmem or fts5 missing at the largest size)"
+    best = min(labmem, key=lambda row: row["p50_us"])
+    ratio = best["p50_us"] / fts5[0]["p50_us"]
+    verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
+    return (f"target: labmem best p50 at {largest:,} ({best['engine']}) ÷ fts5 p50 = "
+            f"{ratio:.2f} (target ≤ {TARGET_RATIO:g}: {verdict})")
+
+
+def library_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {"python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version}
+    for package in ("rank-bm25", "bm25s", "numpy"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+def corpus_lines(corpora: Sequence[dict]) -> list[str]:
+    return [f"- {c['records']:,} records: {c['terms_per_record_mean']:.1f} terms per record "
+            f"({c['terms_per_record_min']}–{c['terms_per_record_max']}), "
+            f"{c['distinct_terms']:,} distinct terms, {c['records_with_cjk']:.0%} with CJK "
+            f"bigrams, the commonest term in {c['commonest_term_record_share']:.0%} of records"
+            for c in corpora]
+
+
+def plot(rows: Sequence[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for engine in dict.fromkeys(row["engine"] for row in rows):
+        points = sorted((r["records"], r["p50_us"]) for r in rows if r["engine"] == engine)
+        style = "-" if engine.startswith("labmem") else "--"
+        axes.plot(*zip(*points, strict=True), style, marker="o", label=engine)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("records in the store")
+    axes.set_ylabel("p50 recall latency (µs)")
+    axes.set_title("Recall latency vs store size (top 10, one user)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def report(settings: Settings, rows: list[dict], corpora: list[dict],
+           skipped: dict[str, str], failures: list[str], seconds: float) -> None:
+    import pandas as pd
+    from benchlib import render_table, write_csv  # bench/ is on sys.path as a script
+
+    frame = pd.DataFrame(rows)
+    shown = pd.DataFrame({key: [cell(row, key, fmt) for row in rows]
+                          for _, key, fmt in COLUMNS})
+    table = render_table(shown, [("", [(label, key, "{}") for label, key, _ in COLUMNS])])
+    print(f"\nRecall: {settings.queries:,} queries per engine and size, top {TOP_K}, "
+          f"after {WARMUP_QUERIES} warm-up queries; each engine in its own process")
+    print("\n".join(table.splitlines()[1:]))  # the single group has no label
+    for engine, reason in skipped.items():
+        print(f"skipped {engine}: {reason}")
+    for failure in failures:
+        print(f"FAILED {failure}")
+    target = target_line(rows)
+
+    out = settings.out
+    out.mkdir(parents=True, exist_ok=True)
+    notes = [
+        f"{settings.queries:,} queries (2–5 words, identical at every size, seed "
+        f"{settings.seed}); top {TOP_K}; {WARMUP_QUERIES} warm-up queries; "
+        "each engine in its own process.",
+        "Compare ratios, not microseconds: `÷ fts5` is p50 over SQLite FTS5's p50 at the "
+        "same size in the same run.",
+        "All engines index labmem's own terms (ASCII words + CJK bigrams) and OR the "
+        "query terms, so they search the same candidates.",
+        "`∩ bm25`: mean share of labmem-jsonl/bm25's top 10 that the engine also returns "
+        "(bm25s shares its idf and k1/b; rank_bm25 and FTS5 treat very common terms "
+        "differently; teaching and hybrid are meant to differ).",
+        "`peak MiB − import MiB` is the memory the engine itself held (ru_maxrss).",
+        "`build s`: labmem = open the store + first recall (decode, term index); peers = "
+        "read the records, make terms, build the index.",
+    ]
+    markdown = "\n".join([
+        "# Recall at scale: labmem vs rank_bm25, bm25s and SQLite FTS5", "",
+        "```", settings.command, "```", "",
+        markdown_table(rows), "",
+        f"**{target}**", "",
+        *[f"- {note}" for note in notes],
+        *[f"- skipped {e}: {r}" for e, r in skipped.items()],
+        *[f"- FAILED {f}" for f in failures], "",
+        "Corpus (synthetic, Zipf word frequencies):", "",
+        *corpus_lines(corpora), "",
+    ])
+    (out / f"{NAME}.md").write_text(markdown, encoding="utf-8")
+    document = {
+        "command": settings.command,
+        "settings": {k: v for k, v in asdict(settings).items()
+                     if k not in ("out", "workdir", "command")},
+        "as_of": format_timestamp(AS_OF), "top_k": TOP_K, "warmup_queries": WARMUP_QUERIES,
+        "versions": library_versions(), "corpus": corpora, "results": rows,
+        "skipped": skipped, "failures": failures, "target": target,
+        "run_seconds": round(seconds, 1),
+    }
+    (out / f"{NAME}.json").write_text(json.dumps(document, indent=2, ensure_ascii=False)
+                                      + "\n", encoding="utf-8")
+    plot(rows, out / f"{NAME}.png")
+    write_csv(frame, out / f"{NAME}.csv")
+    print(f"Wrote {NAME}.md, {NAME}.json and {NAME}.png beside it")
+    print(f"Total run time: {seconds:.0f} s")
+    print(target)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse_args(argv)
+    if isinstance(settings, argparse.Namespace):  # a child
+        args = settings
+        if args.load is not None:
+            answer = load_main(args.load, args.seed, args.queries, args.folder)
+        else:
+            queries = json.loads((args.folder.parent / "queries.json").read_text("utf-8"))
+            answer = engine_main(args.engine, args.folder, queries)
+        args.result.write_text(json.dumps(answer, ensure_ascii=False), encoding="utf-8")
+        return 0
+    started = time.perf_counter()
+    rows, corpora, skipped, failures = run(settings)
+    if not rows:
+        print("no engine ran", *failures, sep="\n", file=sys.stderr)
+        return 1
+    report(settings, rows, corpora, skipped, failures, time.perf_counter() - started)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
