@@ -34,7 +34,9 @@ from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import InvalidInputError, validated_as
 from labmem.provenance import MemorySource
 from labmem.recall_index import TermIndex, open_term_index, record_terms
-from labmem.recall_scorers import (
+from labmem.recall_scorers import (  # noqa: F401 (weights re-exported for chapter s12)
+    LEXICAL_WEIGHT,
+    RECENCY_WEIGHT,
     CorpusStats,
     RecallScoreBreakdown,
     Scorer,

@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 SCORE_DECIMALS = 6
+LEXICAL_WEIGHT = 0.85  # the seed's teaching weights
+RECENCY_WEIGHT = 0.15
 RECENCY_SCALE_DAYS = 30.0
 SECONDS_PER_DAY = 86_400
 
@@ -174,8 +176,8 @@ class TeachingScorer(Scorer):
 
     name = "lexical_recency"
     key = "teaching"
-    lexical_weight = 0.85
-    recency_weight = 0.15
+    lexical_weight = LEXICAL_WEIGHT
+    recency_weight = RECENCY_WEIGHT
 
     def term_weights(self, term, postings, stats):
         return np.ones(len(postings))
