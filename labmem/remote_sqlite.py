@@ -171,28 +171,36 @@ class SqliteMemoryStore:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise RemoteMemoryError(
-                    f"{self.path.name}: SQLite would not switch to WAL (journal_mode={mode}); "
-                    "keep the database on a local disk"
-                )
             db.execute("PRAGMA synchronous = FULL")
-            with _transaction(db):
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version == 0:
-                    for statement in SCHEMA:
-                        db.execute(statement)
-                    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                elif version != SCHEMA_VERSION:
-                    raise RemoteMemoryCorruptionError(
-                        self.path.name, None,
-                        f"schema version {version} is not the supported {SCHEMA_VERSION}",
+            # Both checks read first and write only on a new file, so opening an
+            # existing store never waits behind another process's write.
+            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise RemoteMemoryError(
+                        f"{self.path.name}: SQLite would not switch to WAL "
+                        f"(journal_mode={mode}); keep the database on a local disk"
                     )
+            if self._schema_version(db) == 0:
+                with _transaction(db):
+                    if self._schema_version(db) == 0:  # still: no one created it meanwhile
+                        for statement in SCHEMA:
+                            db.execute(statement)
+                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            version = self._schema_version(db)
+            if version != SCHEMA_VERSION:
+                raise RemoteMemoryCorruptionError(
+                    self.path.name, None,
+                    f"schema version {version} is not the supported {SCHEMA_VERSION}",
+                )
         except BaseException:
             db.close()
             raise
         return db
+
+    @staticmethod
+    def _schema_version(db: sqlite3.Connection) -> int:
+        return db.execute("PRAGMA user_version").fetchone()[0]
 
     @contextmanager
     def _sqlite_errors(self) -> Iterator[None]:
