@@ -36,6 +36,7 @@ import numpy as np
 from labmem.clock import Clock, resolve_clock
 from labmem.errors import validated_as
 from labmem.provenance import MemorySource, scope_digest
+from labmem.recall_index import Postings, record_terms
 from labmem.remote import (
     MemoryKind,
     RemoteMemoryCorruptionError,
@@ -51,21 +52,7 @@ from labmem.remote import (
 )
 from labmem.validation import require_int
 
-try:  # the lead's shared shape; until it lands, an identical local copy
-    from labmem.recall_index import Postings
-except ImportError:  # pragma: no cover - removed once labmem.recall_index exists
-
-    @dataclass(frozen=True)
-    class Postings:  # type: ignore[no-redef]
-        """Where one term occurs: parallel arrays, ascending by ordinal."""
-
-        positions: np.ndarray  # int64 ordinals
-        counts: np.ndarray  # int64 term count in that record
-        lengths: np.ndarray  # int64 record length (sum of its term counts)
-        captured_at: np.ndarray  # float64 POSIX seconds of source.captured_at
-
-
-__all__ = ["SqliteMemoryStore", "SqliteTermIndex", "Postings", "SCHEMA_VERSION"]
+__all__ = ["SqliteMemoryStore", "SqliteTermIndex", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 10.0
@@ -106,13 +93,6 @@ SCHEMA = (
 )
 
 _validated = partial(validated_as, RemoteMemoryValidationError)
-
-
-def _record_terms(record: StoredMemory):
-    # Imported here, not at the top: labmem.recall may one day import this module.
-    from labmem.recall import record_terms
-
-    return record_terms(record)
 
 
 @dataclass(frozen=True)
@@ -345,7 +325,7 @@ class SqliteMemoryStore:
         """INSERT the records, their postings and the new totals in one transaction."""
         rows = []
         for record in records:  # encode and tokenize before taking the write lock
-            counts = (_record_terms(record) if record.kind is MemoryKind.CONVERSATION
+            counts = (record_terms(record) if record.kind is MemoryKind.CONVERSATION
                       else None)
             rows.append((record, json.dumps(record.to_dict(), ensure_ascii=False,
                                             separators=(",", ":")), counts))
@@ -401,10 +381,6 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
             db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
-
-
-_EMPTY_INT = np.empty(0, dtype=np.int64)
-_EMPTY_FLOAT = np.empty(0, dtype=np.float64)
 
 
 class SqliteTermIndex:
@@ -463,6 +439,10 @@ class SqliteTermIndex:
         self._postings[term] = (bound, fresh)
         return fresh
 
+    def document_frequency(self, term: str) -> int:
+        """How many searched records contain ``term``."""
+        return len(self.postings(term).positions)
+
     def record(self, position: int) -> StoredMemory:
         """The record at ``position`` (an ordinal from :meth:`postings`)."""
         last = self._stats.records - 1
@@ -481,7 +461,7 @@ def _arrays(postings: Postings) -> tuple[np.ndarray, ...]:
 
 def _to_postings(rows: list[tuple[Any, ...]]) -> Postings:
     if not rows:
-        return Postings(_EMPTY_INT, _EMPTY_INT, _EMPTY_INT, _EMPTY_FLOAT)
+        return Postings.empty()
     ordinals, counts, lengths, captured = zip(*rows, strict=True)
     return Postings(np.array(ordinals, dtype=np.int64), np.array(counts, dtype=np.int64),
                     np.array(lengths, dtype=np.int64), np.array(captured, dtype=np.float64))
