@@ -84,6 +84,50 @@ def test_unserializable_record_writes_nothing(tmp_path):
     assert not path.exists()
 
 
+def test_append_many_writes_a_batch_the_reader_follows(tmp_path):
+    path = tmp_path / "log.jsonl"
+    writer, reader = plain_log(path), plain_log(path)
+    append(writer, {"n": 0})
+    with writer.locked():
+        writer.refresh()
+        assert writer.append_many([{"n": 1}, {"n": 2, "text": "记忆"}, {"n": 3}]) == 4
+        assert writer.append_many([]) == 4  # nothing to write: nothing written
+    assert writer.line_count == 4 and writer.bytes_read == 0
+    assert [r["n"] for r in reader.refresh()] == [0, 1, 2, 3]
+    assert path.read_bytes() == b"".join(
+        encode_json_line(r) for r in ({"n": 0}, {"n": 1}, {"n": 2, "text": "记忆"}, {"n": 3}))
+
+
+def test_append_many_of_nothing_creates_no_file(tmp_path):
+    path = tmp_path / "log.jsonl"
+    assert plain_log(path).append_many([]) == 0
+    assert not path.exists()
+
+
+def test_append_many_with_one_bad_record_writes_nothing(tmp_path):
+    path = tmp_path / "log.jsonl"
+    append(plain_log(path), {"n": 0})
+    before = path.read_bytes()
+    log = plain_log(path)
+    log.refresh()
+    with pytest.raises(InvalidInputError, match="record"):
+        log.append_many([{"n": 1}, {"x": object()}])
+    assert path.read_bytes() == before and log.line_count == 1
+
+
+def test_append_many_cuts_a_torn_tail_first(tmp_path):
+    path = tmp_path / "log.jsonl"
+    append(plain_log(path), {"n": 0})
+    with open(path, "ab") as handle:
+        handle.write(b'{"n": "torn')
+    log = plain_log(path)
+    log.refresh()
+    with log.locked():
+        log.append_many([{"n": 1}, {"n": 2}])
+    assert plain_log(path).refresh() == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert path.read_bytes().count(b"\n") == 3
+
+
 def test_shrunk_file_is_detected(tmp_path):
     path = tmp_path / "log.jsonl"
     log = plain_log(path)
