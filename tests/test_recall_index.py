@@ -195,7 +195,7 @@ def test_hybrid_lexical_share_is_bounded_and_recency_counts(tmp_path):
     result = RecallEngine(store, scorer="hybrid").recall("wal", as_of=NOW)
     for hit in result.hits:
         b = hit.score_breakdown
-        assert 0 <= b.contributions["bm25_share"] <= 0.85
+        assert 0 <= b.contributions["bm25_share"] <= b.weights["bm25_share"] == 0.9
         assert b.total == round(b.lexical_contribution + b.recency_contribution, 6)
         assert sum(b.term_contributions.values()) == pytest.approx(b.lexical_contribution,
                                                                    abs=1e-5)
