@@ -105,9 +105,14 @@ class _ScopeStats:
 class SqliteMemoryStore:
     """Append-only, user-scoped record store in one SQLite file (``path``) shared by users.
 
-    One connection per instance, opened on first use; ``close()`` or ``with`` ends it.
-    Several processes may open the same file: writers queue on SQLite's lock (up to
-    :data:`BUSY_TIMEOUT_SECONDS`), readers never block writers (WAL).
+    Each record gets an ``ordinal``: its position among this user's records, dense
+    from 0, assigned inside the insert transaction — the storage order of
+    :meth:`read_all` and the positions of the recall index.
+
+    One connection per instance (and per thread that uses it), opened on first use;
+    ``close()`` or ``with`` ends it. Several processes may open the same file: writers
+    queue on SQLite's write lock (up to :data:`BUSY_TIMEOUT_SECONDS`), and readers
+    never wait for writers (WAL).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, user_id: str,
@@ -190,7 +195,7 @@ class SqliteMemoryStore:
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise RemoteMemoryError(
-                    f"{self.path.name}: another writer held the database for more than "
+                    f"{self.path.name}: another process held the write lock for more than "
                     f"{BUSY_TIMEOUT_SECONDS:g} s; nothing was written — retry later"
                 ) from None
             raise RemoteMemoryError(f"{self.path.name}: SQLite refused: {exc}") from None
@@ -334,6 +339,7 @@ class SqliteMemoryStore:
             stats = self._stats()
             ordinal = stats.records
             conversations, total_length = stats.conversation_records, stats.total_length
+            postings = []
             for index, (record, payload, counts) in enumerate(rows):
                 captured = record.source.captured_at.timestamp()
                 try:
@@ -353,14 +359,15 @@ class SqliteMemoryStore:
                         record.memory_id, self.path.name, index if batch else None)) from None
                 if counts is not None:
                     length = sum(counts.values())
-                    db.executemany(
-                        "INSERT INTO postings (user_scope, term, ordinal, tf, length, "
-                        "captured_at) VALUES (?, ?, ?, ?, ?, ?)",
-                        [(self.user_scope, term, ordinal, tf, length, captured)
-                         for term, tf in counts.items()])
+                    postings.extend((self.user_scope, term, ordinal, tf, length, captured)
+                                    for term, tf in counts.items())
                     conversations += 1
                     total_length += length
                 ordinal += 1
+            postings.sort(key=lambda row: row[1])  # in index order: fewer pages touched
+            db.executemany(
+                "INSERT INTO postings (user_scope, term, ordinal, tf, length, captured_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)", postings)
             db.execute(
                 "INSERT INTO scope_stats (user_scope, records, conversation_records, "
                 "total_length) VALUES (?, ?, ?, ?) ON CONFLICT (user_scope) DO UPDATE SET "
