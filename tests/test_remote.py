@@ -7,10 +7,14 @@ Tests that take ``path`` and call :func:`jsonl_store` are about the JSONL file i
 """
 
 import multiprocessing
+import tempfile
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 import workers
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from labmem.clock import FixedClock, SteppingClock
 from labmem.errors import LabmemError
@@ -432,3 +436,33 @@ def test_both_backends_store_the_same_records_and_refuse_the_same_way(tmp_path):
     results = [script(cls(tmp_path / name, user_id="alice", clock=SteppingClock(START)))
                for cls, name in BACKENDS.values()]
     assert results[0] == results[1]
+
+
+ids = st.sampled_from(["m-1", "m-2", "m-3", None])
+draft_strategy = st.builds(
+    draft, memory_id=ids, content=st.sampled_from(["a", "b", "记忆 c"]),
+    kind=st.sampled_from(["conversation", "profile"]))
+operations = st.lists(st.one_of(draft_strategy, st.lists(draft_strategy, max_size=3)),
+                      max_size=8)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(operations)
+def test_any_sequence_of_appends_gives_both_backends_the_same_state(ops):
+    """A draft is one append, a list is one append_many; outcomes and states must match."""
+    def play(cls, path):
+        store = cls(path, user_id="alice", clock=SteppingClock(START))
+        outcomes = []
+        for op in ops:
+            try:
+                outcomes.append(store.append_many(op) if isinstance(op, list)
+                                else store.append(**op))
+            except RemoteMemoryError as exc:
+                outcomes.append((type(exc).__name__,
+                                 str(exc).replace(store.path.name, "FILE")))
+        fresh = cls(path, user_id="alice")
+        return outcomes, fresh.read_all(), fresh.latest_profile(), len(fresh)
+
+    with tempfile.TemporaryDirectory() as folder:
+        jsonl, sqlite = (play(cls, Path(folder) / name) for cls, name in BACKENDS.values())
+        assert jsonl == sqlite
