@@ -777,7 +777,8 @@ def report(settings: Settings, rows: list[dict], corpora: list[dict],
         "Half the queries are *common* (one of the 100 commonest words, which matches most "
         "of the store, as a question in plain language does), half *selective* (no top-100 "
         "word); `p50`/`p95` are over all queries, `common p50` and `selective p50` over each "
-        "half.",
+        "half. An engine whose two halves differ a lot (FTS5) has its all-query p50 "
+        "between the two modes, where a few queries move it: read the halves.",
         "Compare ratios, not microseconds: `÷ fts5` is p50 over SQLite FTS5's p50 at the "
         "same size in the same run (`sel ÷ fts5`: selective queries only).",
         "All engines index labmem's own terms (ASCII words + CJK bigrams) and OR the "
