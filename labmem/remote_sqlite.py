@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -151,37 +152,54 @@ class SqliteMemoryStore:
         return self._connection
 
     def _open(self) -> sqlite3.Connection:
+        """Connect and prepare; retry while another process is setting up the file.
+
+        Switching a new file to WAL needs SQLite's exclusive lock, and SQLite answers
+        "database is locked" at once (without its busy wait) when processes open a
+        fresh file together — so the set-up is retried until the busy timeout.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: no implicit transactions; we write BEGIN/COMMIT ourselves.
-        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
-        try:
-            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-            db.execute("PRAGMA synchronous = FULL")
-            # Both checks read first and write only on a new file, so opening an
-            # existing store never waits behind another process's write.
-            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise RemoteMemoryError(
-                        f"{self.path.name}: SQLite would not switch to WAL "
-                        f"(journal_mode={mode}); keep the database on a local disk"
-                    )
-            if self._schema_version(db) == 0:
-                with _transaction(db):
-                    if self._schema_version(db) == 0:  # still: no one created it meanwhile
-                        for statement in SCHEMA:
-                            db.execute(statement)
-                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            version = self._schema_version(db)
-            if version != SCHEMA_VERSION:
-                raise RemoteMemoryCorruptionError(
-                    self.path.name, None,
-                    f"schema version {version} is not the supported {SCHEMA_VERSION}",
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        while True:
+            # isolation_level=None: no implicit transactions; we write BEGIN/COMMIT.
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS,
+                                 isolation_level=None)
+            try:
+                self._prepare(db)
+                return db
+            except sqlite3.OperationalError as exc:
+                db.close()
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
+            except BaseException:
+                db.close()
+                raise
+
+    def _prepare(self, db: sqlite3.Connection) -> None:
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        db.execute("PRAGMA synchronous = FULL")
+        # Both steps read first and write only on a new file, so opening an existing
+        # store never waits behind another process's write.
+        if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise RemoteMemoryError(
+                    f"{self.path.name}: SQLite would not switch to WAL "
+                    f"(journal_mode={mode}); keep the database on a local disk"
                 )
-        except BaseException:
-            db.close()
-            raise
-        return db
+        if self._schema_version(db) == 0:
+            with _transaction(db):
+                if self._schema_version(db) == 0:  # still: no one created it meanwhile
+                    for statement in SCHEMA:
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        version = self._schema_version(db)
+        if version != SCHEMA_VERSION:
+            raise RemoteMemoryCorruptionError(
+                self.path.name, None,
+                f"schema version {version} is not the supported {SCHEMA_VERSION}",
+            )
 
     @staticmethod
     def _schema_version(db: sqlite3.Connection) -> int:
@@ -193,7 +211,7 @@ class SqliteMemoryStore:
         try:
             yield
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _is_busy(exc):
                 raise RemoteMemoryError(
                     f"{self.path.name}: another process held the write lock for more than "
                     f"{BUSY_TIMEOUT_SECONDS:g} s; nothing was written — retry later"
@@ -374,6 +392,10 @@ class SqliteMemoryStore:
                 "records = excluded.records, conversation_records = "
                 "excluded.conversation_records, total_length = excluded.total_length",
                 (self.user_scope, ordinal, conversations, total_length))
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 @contextmanager

@@ -49,6 +49,20 @@ def append_same_id(path, start, pause, results):
         store.close()
 
 
+def open_fresh(path, start, results):
+    """Open a store on a file that other processes are creating at the same moment."""
+    from labmem.errors import LabmemError
+
+    store = _store(path)
+    start.wait()
+    try:
+        results.put(f"opened, {len(store)} records")
+    except LabmemError as exc:
+        results.put(f"refused: {exc}")
+    finally:
+        store.close()
+
+
 class CheckThenInsert:
     """The control: the duplicate rule as a SELECT, then an INSERT, and no UNIQUE.
 
