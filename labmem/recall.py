@@ -18,9 +18,11 @@ Recall never writes: a hit is a per-query view of a stored record, not a new mem
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -435,6 +437,8 @@ class RecallEngine:
         self.scorer = resolve_scorer(scorer)
         self.clock = resolve_clock(clock if clock is not None else store.clock)
         self.index: TermIndex = open_term_index(store)
+        # the top hits of one query are often the top hits of the next: keep their terms
+        self._terms_of = functools.lru_cache(maxsize=4096)(self._record_terms_at)
 
     def __repr__(self) -> str:
         return f"RecallEngine({self.store!r}, scorer={self.scorer!r})"
@@ -449,7 +453,10 @@ class RecallEngine:
     def _candidate_at(self, query: RecallQuery, position: int) -> RecallCandidate:
         record = self.index.record(position)
         _check_scope(query, record)
-        return _candidate(query, record, record_terms(record))
+        return _candidate(query, record, self._terms_of(position))
+
+    def _record_terms_at(self, position: int) -> Counter[str]:
+        return record_terms(self.index.record(position))
 
     def candidates(self, query: RecallQuery) -> tuple[RecallCandidate, ...]:
         """Stage 2 through the index; same result as :func:`build_recall_candidates`."""

@@ -98,6 +98,8 @@ class InMemoryTermIndex:
         return f"InMemoryTermIndex(records={self._indexed}, terms={len(self._postings)})"
 
     def refresh(self) -> None:
+        if len(self.store) == self._indexed:  # catches up with the file; no copy of it
+            return
         self._records = self.store.read_all()
         for position in range(self._indexed, len(self._records)):
             self._add(position, self._records[position])
