@@ -20,7 +20,7 @@ def test_environment_yml_installs_the_pyproject_and_nothing_else():
     conda = [d for d in deps if isinstance(d, str)]
     pip = [d for d in deps if isinstance(d, dict)]
     assert sorted(d.split("=")[0] for d in conda) == ["pip", "python"], conda
-    assert len(pip) == 1 and "-e .[dev,online]" in pip[0]["pip"]
+    assert len(pip) == 1 and "-e .[dev,online,bench]" in pip[0]["pip"]
     python = next(d for d in conda if d.startswith("python"))
     minimum = _pyproject()["project"]["requires-python"].removeprefix(">=")
     assert tuple(map(int, python.split("=")[1].split("."))) >= tuple(map(int, minimum.split(".")))
