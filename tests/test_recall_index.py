@@ -24,7 +24,7 @@ from labmem.recall import (
     score_recall_candidate,
     shortlist,
 )
-from labmem.recall_index import InMemoryTermIndex, record_terms
+from labmem.recall_index import InMemoryTermIndex, open_term_index, record_terms
 from labmem.recall_scorers import (
     Bm25Scorer,
     CorpusStats,
@@ -34,6 +34,7 @@ from labmem.recall_scorers import (
     resolve_scorer,
 )
 from labmem.remote import MemoryKind, RemoteMemoryStore
+from labmem.remote_sqlite import SqliteMemoryStore
 
 UTC = timezone.utc
 NOW = datetime(2026, 8, 1, 12, tzinfo=UTC)
@@ -62,19 +63,23 @@ def fill(store, specs):
         )
 
 
-def make_store(directory):
+def make_store(directory, backend="jsonl"):
+    if backend == "sqlite":
+        return SqliteMemoryStore(Path(directory) / "records.sqlite", user_id="alice",
+                                 clock=FixedClock(NOW))
     return RemoteMemoryStore(Path(directory) / "records.jsonl", user_id="alice",
                              clock=FixedClock(NOW))
 
 
 # -- the index against a brute-force scan -------------------------------------------------
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=records_strategy, split=st.integers(0, 25))
-def test_index_matches_a_brute_force_scan(specs, split):
+def test_index_matches_a_brute_force_scan(backend, specs, split):
     with tempfile.TemporaryDirectory() as tmp:
-        store = make_store(tmp)
-        index = InMemoryTermIndex(store)
+        store = make_store(tmp, backend)
+        index = open_term_index(store)
         fill(store, specs[:split])
         index.refresh()  # built once on open ...
         fill_rest = [(w, d, p) for w, d, p in specs[split:]]
@@ -87,6 +92,7 @@ def test_index_matches_a_brute_force_scan(specs, split):
         records = store.read_all()
         conversations = [(i, r) for i, r in enumerate(records)
                          if r.kind is MemoryKind.CONVERSATION]
+        assert all(index.record(i) == r for i, r in conversations)
         assert index.searched_records == len(conversations)
         assert index.total_length == sum(sum(record_terms(r).values()) for _, r in conversations)
         for term in VOCABULARY + ["notes", "absent"]:
@@ -115,6 +121,11 @@ def test_engine_equals_the_by_hand_pipeline_for_every_scorer(specs, queries, lim
                     q, build_recall_candidates(q, records), count_searched_records(records),
                     as_of=NOW, scorer=name, stats=corpus_stats(q, records))
                 assert got == by_hand, (name, words)
+
+
+def test_each_backend_gets_its_own_index(tmp_path):
+    assert isinstance(open_term_index(make_store(tmp_path)), InMemoryTermIndex)
+    assert type(open_term_index(make_store(tmp_path, "sqlite"))).__name__ == "SqliteTermIndex"
 
 
 def test_engine_sees_records_appended_after_its_first_recall(tmp_path):
