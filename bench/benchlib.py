@@ -8,13 +8,17 @@ peers measured in the same run, and write every column to ``bench/results/*.csv`
 from __future__ import annotations
 
 import math
+import random
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # only annotations: importing benchlib stays light (no pandas)
+    import pandas as pd
+
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -83,3 +87,38 @@ def write_csv(results: pd.DataFrame, path: Path) -> None:
     except ValueError:
         shown = Path(path.name)
     print(f"Wrote {shown}")
+
+
+# -- synthetic vocabularies shared by the corpus generators -----------------------------
+
+_ONSETS = ("b c d f g h j k l m n p r s t v w z br cl dr fl gr pl st tr sh ch th").split()
+_VOWELS = ("a e i o u ai ea oo ou").split()
+_CODAS = ("", "n", "r", "s", "t", "l", "m", "nd", "st", "ck", "ng")
+_HANZI = ("记忆系统用户偏好会话历史检索模型上下文压缩工具任务计划项目代码测试数据文件"
+          "时间地点朋友家庭工作学习旅行音乐电影天气城市公司产品问题答案设计早晚饭菜咖啡"
+          "茶水书本图片照片")
+
+
+def pseudo_english_words(rng: random.Random, count: int,
+                         syllables: Sequence[int] = (1, 2, 2, 3)) -> list[str]:
+    """``count`` distinct English-like words ("brastoo", "kelm"), in first-drawn order.
+
+    A real word list is not something we can ship; syllables give words that tokenize
+    like English. A dict keeps first-seen order (a set would not), so the list is stable.
+    """
+    words: dict[str, None] = {}
+    while len(words) < count:
+        word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
+                       for _ in range(rng.choice(syllables)))
+        if len(word) >= 3:
+            words.setdefault(word, None)
+    return list(words)
+
+
+def chinese_words(rng: random.Random, count: int) -> list[str]:
+    """``count`` distinct two-character words; each is exactly one CJK bigram term."""
+    words: dict[str, None] = {}
+    while len(words) < count:
+        first, second = rng.sample(_HANZI, 2)
+        words.setdefault(first + second, None)
+    return list(words)

@@ -95,6 +95,12 @@ from datetime import timedelta
 from itertools import accumulate
 from pathlib import Path
 
+from benchlib import (  # bench/ is on sys.path when this runs as a script; no pandas
+    chinese_words,
+    progress,
+    pseudo_english_words,
+)
+
 from labmem.clock import FixedClock, format_timestamp
 from labmem.provenance import MemorySource, scope_digest
 from labmem.recall import RecallEngine, record_terms
@@ -120,24 +126,12 @@ CHINESE_RECORD_SHARE, CHINESE_PHRASE_WORDS = 0.10, (2, 5)
 QUERY_WORDS, COMMON_RANKS, RARE_FROM_RANK = (2, 5), 100, 2_000
 CHINESE_QUERY_SHARE = 0.15
 
-_ONSETS = ("b c d f g h j k l m n p r s t v w z br cl dr fl gr pl st tr sh ch th").split()
-_VOWELS = ("a e i o u ai ea oo ou").split()
-_CODAS = ("", "n", "r", "s", "t", "l", "m", "nd", "st", "ck", "ng")
-_HANZI = ("记忆系统用户偏好会话历史检索模型上下文压缩工具任务计划项目代码测试数据文件"
-          "时间地点朋友家庭工作学习旅行音乐电影天气城市公司产品问题答案设计早晚饭菜咖啡"
-          "茶水书本图片照片")
 
 LABMEM_SCORERS = ("teaching", "bm25", "hybrid")
 REFERENCE = "labmem-jsonl/bm25"
 ENGINES = (*(f"labmem-jsonl/{s}" for s in LABMEM_SCORERS), "labmem-sqlite/bm25",
            "rank_bm25", "bm25s", "fts5")
 PEER_K1, PEER_B = 1.2, 0.75  # labmem's Bm25Scorer defaults, so the peers rank alike
-
-
-def _note(message: str) -> None:
-    """Progress on stderr. (benchlib.progress does the same, but importing benchlib
-    loads pandas, and the parent must stay small: its children inherit its RSS peak.)"""
-    print(message, file=sys.stderr, flush=True)
 
 
 # -- the corpus ----------------------------------------------------------------------
@@ -149,31 +143,11 @@ class Corpus:
     def __init__(self, seed: int) -> None:
         rng = random.Random(f"{seed}:vocabulary")
         self.seed = seed
-        self.english = self._english_words(rng, ENGLISH_WORDS)
-        self.chinese = self._chinese_words(rng, CHINESE_WORDS)
+        self.english = pseudo_english_words(rng, ENGLISH_WORDS, syllables=(1, 2, 2, 3, 3))
+        self.chinese = chinese_words(rng, CHINESE_WORDS)
         self._english_cum = self._zipf_cumulative(len(self.english), ENGLISH_ZIPF)
         self._chinese_cum = self._zipf_cumulative(len(self.chinese), CHINESE_ZIPF)
         self.user_scope = scope_digest(USER_ID)
-
-    @staticmethod
-    def _english_words(rng: random.Random, count: int) -> list[str]:
-        """``count`` distinct English-like words of 1–3 syllables; list position = rank."""
-        words: dict[str, None] = {}  # a dict keeps first-seen order; a set would not
-        while len(words) < count:
-            syllables = rng.choice((1, 2, 2, 3, 3))
-            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-                           for _ in range(syllables))
-            if len(word) >= 3:
-                words.setdefault(word, None)
-        return list(words)
-
-    @staticmethod
-    def _chinese_words(rng: random.Random, count: int) -> list[str]:
-        words: dict[str, None] = {}
-        while len(words) < count:
-            first, second = rng.sample(_HANZI, 2)
-            words.setdefault(first + second, None)
-        return list(words)
 
     @staticmethod
     def _zipf_cumulative(count: int, exponent: float) -> list[float]:
@@ -595,13 +569,13 @@ def run(settings: Settings) -> tuple[Raw, list[dict], list[dict], dict[str, str]
         for size in settings.sizes:
             folder = work / f"n{size}"
             folder.mkdir()
-            _note(f"{size:>9,} records: generating and bulk-loading …")
+            progress(f"{size:>9,} records: generating and bulk-loading …")
             corpora.append(run_child(["--load", str(size), "--seed", str(settings.seed),
                                       "--queries", str(settings.queries),
                                       "--folder", str(folder)], folder / "load.json"))
             raw[size] = {}
             for engine in engines:
-                _note(f"{size:>9,} records: {engine} …")
+                progress(f"{size:>9,} records: {engine} …")
                 try:
                     raw[size][engine] = run_child(
                         ["--engine", engine, "--folder", str(folder)],

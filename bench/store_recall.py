@@ -78,7 +78,9 @@ from benchlib import (  # bench/ is on sys.path when this runs as a script
     US,
     Columns,
     Timing,
+    chinese_words,
     progress,
+    pseudo_english_words,
     render_table,
     seconds_since,
     write_csv,
@@ -107,12 +109,6 @@ CHINESE_RECORD_SHARE = 0.3  # records with a Chinese phrase
 CHINESE_QUERY_SHARE = 0.2  # queries with a Chinese word
 CONTENT_CHARS, SUMMARY_CHARS = 200, 60
 
-_ONSETS = ("b c d f g h j k l m n p r s t v w z br cl dr fl gr pl st tr sh ch th").split()
-_VOWELS = ("a e i o u ai ea oo ou").split()
-_CODAS = ("", "n", "r", "s", "t", "l", "m", "nd", "st", "ck", "ng")
-_HANZI = ("记忆系统用户偏好会话历史检索模型上下文压缩工具任务计划项目代码测试数据文件"
-          "时间地点朋友家庭工作学习旅行音乐电影天气城市公司产品问题答案设计早晚饭菜咖啡"
-          "茶水书本图片照片")
 
 
 # -- settings ------------------------------------------------------------------------
@@ -172,31 +168,10 @@ class Corpus:
     def __init__(self, seed: int) -> None:
         rng = random.Random(seed)
         self.seed = seed
-        self.english = self._english_words(rng, ENGLISH_WORDS)
-        self.chinese = self._chinese_words(rng, CHINESE_WORDS)
+        self.english = pseudo_english_words(rng, ENGLISH_WORDS)
+        self.chinese = chinese_words(rng, CHINESE_WORDS)
         self.user_scope = scope_digest(USER_ID)
         self.stored_at = FixedClock(NOW).now()
-
-    @staticmethod
-    def _english_words(rng: random.Random, count: int) -> list[str]:
-        """``count`` distinct English-like words of 1–3 syllables ("brastoo", "kelm")."""
-        words: dict[str, None] = {}  # a dict keeps first-seen order; a set would not
-        while len(words) < count:
-            syllables = rng.choice((1, 2, 2, 3))
-            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-                           for _ in range(syllables))
-            if len(word) >= 3:
-                words.setdefault(word, None)
-        return list(words)
-
-    @staticmethod
-    def _chinese_words(rng: random.Random, count: int) -> list[str]:
-        """``count`` distinct two-character words; each is one CJK bigram term."""
-        words: dict[str, None] = {}
-        while len(words) < count:
-            first, second = rng.sample(_HANZI, 2)
-            words.setdefault(first + second, None)
-        return list(words)
 
     # text pieces
 
