@@ -27,10 +27,11 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from labmem.recall import render_recalled_context
+    from labmem.recall import RecallEngine, render_recalled_context
     from labmem.recall_tool import default_runtime
 
-    result = default_runtime().engine.recall(args.query, limit=args.limit)
+    store = default_runtime().store
+    result = RecallEngine(store, scorer=args.scorer).recall(args.query, limit=args.limit)
     if args.json:
         print(result.to_json())
     elif result.hits:
@@ -46,6 +47,8 @@ def register_recall(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("query", help="a self-contained description of what to recall")
     parser.add_argument("--limit", type=int, default=5, help="hits to return, 1-10")
     parser.add_argument("--json", action="store_true", help="print the JSON tool result")
+    parser.add_argument("--scorer", choices=["teaching", "bm25", "hybrid"], default="teaching",
+                        help="how hits are scored (chapter s12b compares them)")
     parser.set_defaults(handler=_recall)
 
 

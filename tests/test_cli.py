@@ -73,6 +73,16 @@ def test_cli_recall_json_and_text(home, capsys):
     assert "no hits (no_matching_terms)" in capsys.readouterr().out
 
 
+def test_cli_recall_scorer_is_one_option(home, capsys):
+    assert main(["recall", "SQLite persistence", "--json", "--scorer", "bm25"]) == 0
+    hits = json.loads(capsys.readouterr().out)["hits"]
+    assert hits and {h["score_breakdown"]["scorer"] for h in hits} == {"bm25"}
+    assert sum(hits[0]["score_breakdown"]["term_contributions"].values()) == pytest.approx(
+        hits[0]["score"], abs=1e-5)
+    with pytest.raises(SystemExit):
+        main(["recall", "memory", "--scorer", "tfidf"])
+
+
 @pytest.mark.parametrize("args, message", [
     (["recall", "   "], "must not be empty"),
     (["recall", "memory", "--limit", "11"], "limit"),
