@@ -35,7 +35,7 @@ import numpy as np
 from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.errors import InvalidInputError, validated_as
 from labmem.provenance import MemorySource
-from labmem.recall_index import TermIndex, open_term_index, record_terms
+from labmem.recall_index import TermIndex, merge_postings, open_term_index, record_terms
 from labmem.recall_scorers import (  # noqa: F401 (weights re-exported for chapter s12)
     LEXICAL_WEIGHT,
     RECENCY_WEIGHT,
@@ -461,9 +461,8 @@ class RecallEngine:
     def candidates(self, query: RecallQuery) -> tuple[RecallCandidate, ...]:
         """Stage 2 through the index; same result as :func:`build_recall_candidates`."""
         postings, _ = self._postings(query)
-        positions = np.unique(np.concatenate(
-            [p.positions for p in postings.values()] + [np.zeros(0, dtype=np.int64)]))
-        return tuple(self._candidate_at(query, int(p)) for p in positions)
+        return tuple(self._candidate_at(query, int(p))
+                     for p in merge_postings(postings.values()))
 
     def recall(
         self,

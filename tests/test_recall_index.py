@@ -121,6 +121,7 @@ def test_engine_equals_the_by_hand_pipeline_for_every_scorer(specs, queries, lim
                     q, build_recall_candidates(q, records), count_searched_records(records),
                     as_of=NOW, scorer=name, stats=corpus_stats(q, records))
                 assert got == by_hand, (name, words)
+                assert engine.candidates(q) == build_recall_candidates(q, records)
 
 
 def test_each_backend_gets_its_own_index(tmp_path):
