@@ -36,8 +36,10 @@ summary, content) as **labmem's tokens** (ASCII words and CJK bigrams, no stop w
 ``rank_bm25.BM25Okapi``, ``bm25s`` and SQLite FTS5 ranked by ``bm25()``. One more row,
 "bm25s (own tokenizer, English stopwords)", indexes the same text with bm25s's standard
 tokenizer (``\\w\\w+``, lower-cased, English stop words removed), so the reader sees what
-tokenization alone changes. Peers return only records sharing a term with the question
-(score > 0), as labmem does. Latency is per question, p50, in µs, for this machine only.
+tokenization alone changes; a last row adds the Snowball stemmer (PyStemmer), so the reader
+sees what stemming changes (labmem's tokenizer does not stem). Peers return only records
+sharing a term with the question (score > 0), as labmem does. Latency is per question,
+p50, in µs, for this machine only.
 
 Run it::
 
@@ -82,6 +84,7 @@ KS = (1, 5, 10)
 LABMEM_SCORERS = ("teaching", "bm25", "hybrid")
 PEERS = ("rank_bm25 BM25Okapi", "bm25s", "SQLite FTS5 bm25")
 OWN_TOKENIZER = "bm25s (own tokenizer, English stopwords)"
+STEMMED = "bm25s (own tokenizer, stopwords, Snowball stemmer)"
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
 
@@ -216,10 +219,19 @@ def bm25s_ranker(docs: list[list[str]], ids: list[str], tokenize: Callable[[str]
     return rank
 
 
-def bm25s_own_tokens(text: str) -> list[str]:
+def bm25s_own_tokens(text: str, stemmer=None) -> list[str]:
     import bm25s
 
-    return bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)[0]
+    return bm25s.tokenize([text], stopwords="en", stemmer=stemmer, return_ids=False,
+                          show_progress=False)[0]
+
+
+def snowball_tokens() -> Callable[[str], list[str]]:
+    """bm25s's tokenizer with English stop words and the Snowball (Porter 2) stemmer."""
+    import Stemmer  # PyStemmer, from the bench extra
+
+    stemmer = Stemmer.Stemmer("english")
+    return lambda text: bm25s_own_tokens(text, stemmer)
 
 
 def fts5_ranker(docs: list[list[str]], ids: list[str]):
@@ -264,6 +276,8 @@ def evaluate_conversation(conv: Conversation, workdir: Path, *, captions: bool) 
     rankers[PEERS[2]] = fts5_ranker(docs, ids)
     own = [bm25s_own_tokens(searchable_text(r)) for r in records]
     rankers[OWN_TOKENIZER] = bm25s_ranker(own, ids, bm25s_own_tokens)
+    stemmed = snowball_tokens()
+    rankers[STEMMED] = bm25s_ranker([stemmed(searchable_text(r)) for r in records], ids, stemmed)
     rows = []
     for question in conv.questions:
         if not question.gold:
@@ -340,8 +354,9 @@ def render_markdown(report: dict) -> str:
         "Each engine searches one conversation's turns (one user scope) and returns its top 10. "
         "`any@k` = share of questions with at least one evidence turn in the top k; "
         "`full@10` = every evidence turn in the top 10. Peers see labmem's tokens (ASCII "
-        "words and CJK bigrams, no stop words) except the last row, which uses bm25s's own "
-        "tokenizer with English stop words. Latency: per question, p50, this machine only.",
+        "words and CJK bigrams, no stop words) except the last two rows, which use bm25s's own "
+        "tokenizer with English stop words, the last one also the Snowball stemmer. "
+        "Latency: per question, p50, this machine only.",
         "", "## Overall (categories 1–4)", "",
         *markdown_table(summary, "overall (1-4)"),
         "", "## Category 5 (adversarial; reported apart)", "",
@@ -426,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress(f"{conv.sample_id}: {len(conv.turns)} turns, "
                      f"{len(conv.questions)} questions")
             rows += evaluate_conversation(conv, Path(tmp), captions=captions)
-    engines = [f"labmem {s}" for s in LABMEM_SCORERS] + list(PEERS) + [OWN_TOKENIZER]
+    engines = [f"labmem {s}" for s in LABMEM_SCORERS] + list(PEERS) + [OWN_TOKENIZER, STEMMED]
     report = {
         "data": data_facts(args.data, raw, conversations),
         "settings": {"captions": captions, "top_k": TOP_K, "ks": list(KS),

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "locomo_eval.py"
 DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 ENGINES = ["labmem teaching", "labmem bm25", "labmem hybrid", "rank_bm25 BM25Okapi", "bm25s",
-           "SQLite FTS5 bm25", "bm25s (own tokenizer, English stopwords)"]
+           "SQLite FTS5 bm25", "bm25s (own tokenizer, English stopwords)",
+           "bm25s (own tokenizer, stopwords, Snowball stemmer)"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
