@@ -124,6 +124,7 @@ class SqliteMemoryStore:
         self._connection: sqlite3.Connection | None = None
         self._pid = 0  # the process that opened the connection (never reuse it after fork)
         self._records: list[StoredMemory] = []  # read_all cache, index = ordinal
+        self._decoded: dict[int, StoredMemory] = {}  # record_at cache (records never change)
         self._term_index: SqliteTermIndex | None = None
 
     def __repr__(self) -> str:
@@ -282,6 +283,8 @@ class SqliteMemoryStore:
         _validated(require_int, ordinal, "ordinal", minimum=0)
         if ordinal < len(self._records):  # already decoded by read_all
             return self._records[ordinal]
+        if ordinal in self._decoded:
+            return self._decoded[ordinal]
         rows = self._query(
             "SELECT ordinal, memory_id, record FROM memories "
             "WHERE user_scope = ? AND ordinal = ?", (self.user_scope, ordinal))
@@ -290,7 +293,8 @@ class SqliteMemoryStore:
                 "ordinal", f"{ordinal} is past the last stored record",
                 "use an ordinal below len(store)",
             )
-        return self._decode_row(*rows[0])
+        record = self._decoded[ordinal] = self._decode_row(*rows[0])
+        return record
 
     def latest_profile(self) -> StoredMemory | None:
         """The profile snapshot captured last (ties: greatest ``memory_id``), or ``None``."""
