@@ -13,9 +13,9 @@ that against queries labeled by hand (``data/recall/labeled_recall.json``):
    and the queries on which engines rank differently, with each engine's top hits and
    the per-term contributions that put them there.
 
-The metric helpers (:func:`recall_at_k`, :func:`any_hit_at_k`, :func:`full_hit_at_k`,
-:func:`reciprocal_rank`) take plain id lists, so a benchmark over another data set
-(LoCoMo's "evidence turns") uses the very same definitions.
+The metrics come from :mod:`labmem.metrics` (re-exported here) and take plain id lists,
+so a benchmark over another data set (LoCoMo's "evidence turns") and the Context MMU use
+the very same definitions.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from typing import Any
 
 from labmem.clock import FixedClock, format_timestamp, parse_timestamp
 from labmem.errors import InvalidInputError
+from labmem.metrics import any_hit_at_k, full_hit_at_k, recall_at_k, reciprocal_rank
 from labmem.provenance import MemorySource
 from labmem.remote import MEMORY_ID_PATTERN, MemoryKind, RemoteMemoryStore
-from labmem.validation import require_text
+from labmem.validation import require_int, require_text
 
 __all__ = [
     "LabeledRecord", "LabeledQuery", "LabeledRecallSet", "QueryOutcome", "RankedHit",
@@ -49,49 +50,11 @@ SPLITS = ("tune", "test")
 SOURCE_TYPE = "conversation"
 
 
-# -- metrics over plain id lists ---------------------------------------------------
+# -- metrics (defined once, in labmem.metrics) --------------------------------------
 
 
 def _check_k(k: int) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise InvalidInputError("k", f"must be an integer ≥ 1, got {k!r}")
-
-
-def _gold_set(gold: Iterable[str]) -> frozenset[str]:
-    gold = frozenset(gold)
-    if not gold:
-        raise InvalidInputError(
-            "gold", "is empty", "a query without relevant ids cannot be scored; leave it out "
-            "and count it separately")
-    return gold
-
-
-def recall_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
-    """Share of the gold ids found in the first ``k`` ranked ids (0.0 … 1.0)."""
-    _check_k(k)
-    gold = _gold_set(gold)
-    return len(gold.intersection(ranked[:k])) / len(gold)
-
-
-def any_hit_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
-    """1.0 when at least one gold id is in the first ``k`` (LoCoMo's "any evidence")."""
-    _check_k(k)
-    return 1.0 if _gold_set(gold).intersection(ranked[:k]) else 0.0
-
-
-def full_hit_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
-    """1.0 only when *every* gold id is in the first ``k`` ("full evidence")."""
-    _check_k(k)
-    return 1.0 if _gold_set(gold).issubset(ranked[:k]) else 0.0
-
-
-def reciprocal_rank(ranked: Sequence[str], gold: Iterable[str]) -> float:
-    """1 / rank of the first gold id (ranks from 1); 0.0 when none was ranked."""
-    gold = _gold_set(gold)
-    for rank, memory_id in enumerate(ranked, start=1):
-        if memory_id in gold:
-            return 1.0 / rank
-    return 0.0
+    require_int(k, "k", minimum=1)
 
 
 # -- the labeled set ---------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Measuring a recall: did the right pages get loaded, and at a level that keeps the facts?
 
 * :func:`recall_at_k` / :func:`precision_at_k` — over the *loaded working set* (HOT then
-  WARM, best first), against the labeled relevant ids of a query.
+  WARM, best first), against the labeled relevant ids of a query (the shared definitions
+  of :mod:`labmem.metrics`, plus the MMU's convention for a query with no relevant ids).
 * :func:`information_loss` — for records whose decisive detail is a negation, a number, a
   condition or an exception: is the detail still in L1, or must the page go to L2 before
   anyone decides on it?
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labmem import metrics
 from labmem.errors import validated_as
 from labmem.mmu.errors import MmuValidationError
 from labmem.mmu.pages import derive_l1, derive_l2
@@ -30,19 +32,13 @@ def _require_k(k: int) -> int:
 def recall_at_k(loaded: Sequence[str], relevant: Sequence[str], k: int) -> float:
     """Share of the relevant ids found among the first ``k`` loaded; 1.0 if none are relevant."""
     _require_k(k)
-    wanted = set(relevant)
-    if not wanted:
-        return 1.0
-    return len(wanted & set(loaded[:k])) / len(wanted)
+    return metrics.recall_at_k(loaded, relevant, k) if relevant else 1.0
 
 
 def precision_at_k(loaded: Sequence[str], relevant: Sequence[str], k: int) -> float:
     """Share of the first ``k`` loaded ids that are relevant; 0.0 when nothing was loaded."""
     _require_k(k)
-    top = list(loaded[:k])
-    if not top:
-        return 0.0
-    return len(set(relevant) & set(top)) / len(top)
+    return metrics.precision_at_k(loaded, relevant, k) if relevant else 0.0
 
 
 def load_json(path: str | Path) -> Any:
