@@ -39,6 +39,7 @@ from labmem.recall_index import TermIndex, merge_postings, open_term_index, reco
 from labmem.recall_scorers import (  # noqa: F401 (weights re-exported for chapter s12)
     LEXICAL_WEIGHT,
     RECENCY_WEIGHT,
+    SCORE_DECIMALS,
     CorpusStats,
     RecallScoreBreakdown,
     Scorer,
@@ -58,7 +59,6 @@ __all__ = [
 ]
 
 MIN_LIMIT, MAX_LIMIT = 1, 10
-SCORE_DECIMALS = 6
 SNIPPET_FALLBACK_CHARS = 240
 EMPTY_NO_MATCHING_TERMS = "no_matching_terms"
 
