@@ -43,10 +43,15 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
-from labmem.artifacts import ExternalizationPolicy, ToolResultExternalizer
-from labmem.cleanup import apply_cleanup, plan_cleanup
-from labmem.clock import FixedClock
-from labmem.leases import LeaseJournal, RetentionClaim
+from labmem.artifacts import (
+    ExternalizationPolicy,
+    LeaseJournal,
+    RetentionClaim,
+    ToolResultExternalizer,
+    apply_cleanup,
+    plan_cleanup,
+)
+from labmem.core.clock import FixedClock
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_CSV = BENCH_DIR / "results" / "artifacts.csv"

@@ -67,13 +67,18 @@ from pathlib import Path
 
 from benchlib import REPO_ROOT, RESULTS_DIR, Timing, progress  # bench/ is on sys.path
 
-from labmem.clock import FixedClock
-from labmem.errors import InvalidInputError
-from labmem.provenance import MemorySource
-from labmem.recall import RecallEngine, record_terms
-from labmem.recall_eval import any_hit_at_k, full_hit_at_k
-from labmem.remote import MemoryKind, RemoteMemoryStore, StoredMemory
-from labmem.text import term_frequencies
+from labmem.core.clock import FixedClock
+from labmem.core.errors import InvalidInputError
+from labmem.core.metrics import any_hit_at_k, full_hit_at_k
+from labmem.core.provenance import MemorySource
+from labmem.core.text import term_frequencies
+from labmem.recall import (
+    MemoryKind,
+    RecallEngine,
+    RemoteMemoryStore,
+    StoredMemory,
+    record_terms,
+)
 
 DATA_PATH = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
@@ -253,7 +258,7 @@ def fts5_ranker(docs: list[list[str]], ids: list[str]):
 
 
 def searchable_text(record: StoredMemory) -> str:
-    """Exactly what labmem searches (:func:`labmem.recall.record_terms`' input)."""
+    """Exactly what labmem searches (:func:`labmem.recall.pipeline.record_terms`' input)."""
     return "\n".join((record.source.title, record.summary, record.content))
 
 

@@ -44,11 +44,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from labmem.clock import FixedClock, format_timestamp
-from labmem.mmu import ContextMMU, FileMemoryService
-from labmem.mmu.mmu import GLOBAL_SCOPE
-from labmem.mmu.scoring import factor_score, rank_key
-from labmem.storage import encode_json_line
+from labmem.core.clock import FixedClock, format_timestamp
+from labmem.core.storage import encode_json_line
+from labmem.mmu import GLOBAL_SCOPE, ContextMMU, FileMemoryService, factor_score, rank_key
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results"

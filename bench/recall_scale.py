@@ -4,7 +4,7 @@ For each store size (default 1,000, 10,000 and 100,000 conversation records of o
 user) this script
 
 1. bulk-loads the same synthetic records once: a JSONL records file for
-   :class:`~labmem.remote.RemoteMemoryStore` and, when ``labmem.remote_sqlite`` exists,
+   :class:`~labmem.recall.store.RemoteMemoryStore` and, when ``labmem.recall.sqlite_store`` exists,
    a SQLite file through ``SqliteMemoryStore.append_many``;
 2. measures every engine **in its own child process**, one after another, so that
    each reports its own memory: the child imports its library and reports its RSS
@@ -30,10 +30,10 @@ The engines:
 How to read it, so the ratios are not misread:
 
 * **Tokenization is identical.** Every peer indexes labmem's own search terms
-  (:func:`labmem.recall.record_terms`: ASCII words plus CJK character bigrams, with
+  (:func:`labmem.recall.pipeline.record_terms`: ASCII words plus CJK character bigrams, with
   repeats so term frequency counts; space-joined for FTS5, whose ``unicode61``
   tokenizer then keeps each term whole) and queries with
-  :func:`labmem.text.extract_terms`. No built-in tokenizer of the peers makes CJK
+  :func:`labmem.core.text.extract_terms`. No built-in tokenizer of the peers makes CJK
   bigrams, so this is also what lets them answer the Chinese queries at all. Each
   peer's query time includes turning the query text into terms, as labmem's does.
 * **Query semantics are identical:** any query term may match (OR); a record with
@@ -101,12 +101,11 @@ from benchlib import (  # bench/ is on sys.path when this runs as a script; no p
     pseudo_english_words,
 )
 
-from labmem.clock import FixedClock, format_timestamp
-from labmem.provenance import MemorySource, scope_digest
-from labmem.recall import RecallEngine, record_terms
-from labmem.remote import MemoryKind, RemoteMemoryStore, StoredMemory
-from labmem.storage import encode_json_line
-from labmem.text import extract_terms
+from labmem.core.clock import FixedClock, format_timestamp
+from labmem.core.provenance import MemorySource, scope_digest
+from labmem.core.storage import encode_json_line
+from labmem.core.text import extract_terms
+from labmem.recall import MemoryKind, RecallEngine, RemoteMemoryStore, StoredMemory, record_terms
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results"
@@ -220,9 +219,9 @@ class Corpus:
 
 
 def sqlite_store_class():
-    """``SqliteMemoryStore`` if ``labmem.remote_sqlite`` exists and can bulk-load, else None."""
+    """``SqliteMemoryStore`` if this labmem has the SQLite backend and can bulk-load, else None."""
     try:
-        from labmem.remote_sqlite import SqliteMemoryStore
+        from labmem.recall import SqliteMemoryStore
     except ImportError:
         return None
     return SqliteMemoryStore if hasattr(SqliteMemoryStore, "append_many") else None
@@ -243,7 +242,7 @@ def fts5_available() -> bool:
 def unavailable_reason(engine: str) -> str | None:
     """Why ``engine`` cannot run here, or None when it can."""
     if engine.startswith("labmem-sqlite") and sqlite_store_class() is None:
-        return "labmem.remote_sqlite.SqliteMemoryStore.append_many not available"
+        return "labmem.recall.sqlite_store.SqliteMemoryStore.append_many not available"
     if engine.startswith("labmem") and not engine.endswith("/teaching") \
             and not engine_has_scorers():
         return "RecallEngine has no scorer= argument yet"
@@ -357,7 +356,7 @@ def import_library(engine: str) -> None:
     """Import what the engine needs before the baseline RSS is read."""
     if engine.startswith("labmem"):
         if engine.startswith("labmem-sqlite"):
-            import labmem.remote_sqlite  # noqa: F401
+            import labmem.recall.sqlite_store  # noqa: F401
         import numpy  # noqa: F401  (labmem's scorers use it)
     elif engine in ("rank_bm25", "bm25s"):
         __import__(engine)

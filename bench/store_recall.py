@@ -28,7 +28,7 @@ column, 0 for a single writer), never the whole file.
 About the peers, so the ratios are read correctly:
 
 * FTS5 uses the ``unicode61`` tokenizer over labmem's own search terms (ASCII words
-  and CJK character bigrams, from :func:`labmem.recall.record_terms`), written as
+  and CJK character bigrams, from :func:`labmem.recall.pipeline.record_terms`), written as
   space-separated tokens. Neither built-in tokenizer makes CJK bigrams (``unicode61``
   keeps a run of ideographs as one token, ``trigram`` needs three characters), so
   feeding both engines the same terms is what makes their candidate sets identical
@@ -86,12 +86,11 @@ from benchlib import (  # bench/ is on sys.path when this runs as a script
     write_csv,
 )
 
-from labmem.clock import UTC, FixedClock
-from labmem.provenance import MemorySource, scope_digest
-from labmem.recall import RecallEngine, record_terms
-from labmem.remote import MemoryKind, RemoteMemoryStore, StoredMemory
-from labmem.storage import encode_json_line
-from labmem.text import extract_terms
+from labmem.core.clock import UTC, FixedClock
+from labmem.core.provenance import MemorySource, scope_digest
+from labmem.core.storage import encode_json_line
+from labmem.core.text import extract_terms
+from labmem.recall import MemoryKind, RecallEngine, RemoteMemoryStore, StoredMemory, record_terms
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent

@@ -48,8 +48,8 @@ from benchlib import (  # bench/ is on sys.path when this runs as a script
     write_csv,
 )
 
-from labmem.clock import SteppingClock, format_timestamp
-from labmem.storage import encode_json_line
+from labmem.core.clock import SteppingClock, format_timestamp
+from labmem.core.storage import encode_json_line
 from labmem.transcript import SCHEMA_VERSION, Transcript
 from labmem.user import UserMemory
 

@@ -25,9 +25,16 @@ from pathlib import Path
 
 from benchlib import RESULTS_DIR, progress  # bench/ is on sys.path
 
-from labmem.recall import RecallEngine
-from labmem.recall_eval import evaluate, load_into_store, load_labeled_set, summarize_by
-from labmem.recall_scorers import Bm25Scorer, HybridScorer, TeachingScorer
+from labmem.recall import (
+    Bm25Scorer,
+    HybridScorer,
+    RecallEngine,
+    TeachingScorer,
+    evaluate,
+    load_into_store,
+    load_labeled_set,
+    summarize_by,
+)
 
 K1S = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
 BS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0)

@@ -56,10 +56,16 @@ from benchlib import (  # bench/ is on sys.path when this runs as a script
     write_csv,
 )
 
-from labmem.clock import UTC, FixedClock
-from labmem.storage import encode_json_line
-from labmem.workspace import KINDS, DistillPolicy, Fact, WorkspaceMemory
-from labmem.workspace.facts import daily_file_name, read_daily_file
+from labmem.core.clock import UTC, FixedClock
+from labmem.core.storage import encode_json_line
+from labmem.workspace import (
+    KINDS,
+    DistillPolicy,
+    Fact,
+    WorkspaceMemory,
+    daily_file_name,
+    read_daily_file,
+)
 
 WORKSPACE_ID = "bench"
 START = datetime(2024, 1, 1, tzinfo=UTC)

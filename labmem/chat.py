@@ -17,9 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from labmem.errors import LabmemError
-from labmem.recall import render_remote_profile
-from labmem.recall_tool import RECALL_HISTORY_TOOL, default_runtime
+from labmem.core.errors import LabmemError
+from labmem.recall import RECALL_HISTORY_TOOL, default_runtime, render_remote_profile
 
 MAX_FILE_CHARS = 20_000
 DEFAULT_MAX_TOOL_ROUNDS = 8

@@ -10,11 +10,11 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from labmem.errors import LabmemError
+from labmem.core.errors import LabmemError
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from labmem.recall_tool import DEMOS
+    from labmem.recall import DEMOS
 
     DEMOS[args.chapter]()
     return 0
@@ -27,8 +27,7 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from labmem.recall import RecallEngine, render_recalled_context
-    from labmem.recall_tool import default_runtime
+    from labmem.recall import RecallEngine, default_runtime, render_recalled_context
 
     store = default_runtime().store
     result = RecallEngine(store, scorer=args.scorer).recall(args.query, limit=args.limit)
@@ -87,7 +86,7 @@ def _walkthrough(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from labmem.clock import FixedClock
+    from labmem.core.clock import FixedClock
     from labmem.walkthrough import run_walkthrough
 
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="labmem-walkthrough-"))
@@ -108,9 +107,9 @@ def register_walkthrough(sub: argparse._SubParsersAction) -> None:
 
 
 def register_story(sub: argparse._SubParsersAction) -> None:
-    from labmem.story.cli import register
+    from labmem.story import register_story_commands
 
-    register(sub)
+    register_story_commands(sub)
 
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [

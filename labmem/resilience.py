@@ -28,11 +28,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from labmem.clock import FixedClock
-from labmem.errors import CorruptionError, DuplicateError, ScopeError
-from labmem.provenance import MemorySource
-from labmem.recall import RecallEngine
-from labmem.remote import MemoryKind, RemoteMemoryStore
+from labmem.core.clock import FixedClock
+from labmem.core.errors import CorruptionError, DuplicateError, ScopeError
+from labmem.core.provenance import MemorySource
+from labmem.recall import MemoryKind, RecallEngine, RemoteMemoryStore
 
 NOW = "2026-08-01T12:00:00Z"
 StoreFactory = Callable[..., RemoteMemoryStore]
@@ -84,7 +83,7 @@ def _add(store: RemoteMemoryStore, memory_id: str, content: str = "Chose SQLite 
 
 def _race_writer(make_store, path, start, pause, results):
     """A writer that pauses between its duplicate check and its write (a slow disk)."""
-    from labmem import storage
+    from labmem.core import storage
 
     store = make_store(path, "alice")
     store.read_all()
@@ -279,12 +278,12 @@ def tampered_artifact(workdir: Path, make_externalizer: Callable[..., Any] = rea
 CRASH_POINTS = ("after_prepare", "after_publish", "after_commit")
 PUBLISH_CHILD = textwrap.dedent("""
     import os, sys
-    from labmem.clock import FixedClock
+    from labmem.core.clock import FixedClock
     from labmem.resilience import NOW, load_factory, real_externalizer
     session, marker, point, journal_spec = sys.argv[1:5]
     artifact = real_externalizer(session).externalize("log line\\n" * 5_000, "bash").artifact
     journal = load_factory(journal_spec)(session)
-    from labmem.leases import RetentionClaim
+    from labmem.artifacts import RetentionClaim
     claim = RetentionClaim.for_reference("tx-1", artifact)
     print(artifact.source_id, flush=True)
 
@@ -307,7 +306,7 @@ PUBLISH_CHILD = textwrap.dedent("""
 
 def real_journal(session_dir: str | os.PathLike[str]):
     """s13's lease journal on a fixed clock."""
-    from labmem.leases import LeaseJournal
+    from labmem.artifacts import LeaseJournal
 
     return LeaseJournal(session_dir, clock=FixedClock(NOW))
 

@@ -24,11 +24,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
-from labmem.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
-from labmem.provenance import SESSION_ID_PATTERN, MemorySource
-from labmem.storage import JsonlLog, LockFactory, file_lock
-from labmem.validation import require_int, require_text
+from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
+from labmem.core.provenance import SESSION_ID_PATTERN, MemorySource
+from labmem.core.storage import JsonlLog, LockFactory, file_lock
+from labmem.core.validation import require_int, require_text
 
 __all__ = [
     "Transcript", "ReplayState", "TranscriptMemoryCandidate", "TranscriptError",

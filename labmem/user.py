@@ -29,23 +29,23 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
-from labmem.errors import (
+from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.core.errors import (
     CorruptionError,
     InvalidInputError,
     LabmemError,
     ScopeError,
     validated_as,
 )
-from labmem.provenance import scope_digest
-from labmem.storage import (
+from labmem.core.provenance import scope_digest
+from labmem.core.storage import (
     LockFactory,
     file_lock,
     read_snapshot,
     write_snapshot,
     write_text_atomic,
 )
-from labmem.validation import require_text
+from labmem.core.validation import require_text
 
 __all__ = [
     "PROFILE_FIELDS",

@@ -9,12 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 
-from labmem.clock import FixedClock
-from labmem.provenance import scope_digest
-from labmem.recall import RecallEngine
-from labmem.remote import RemoteMemoryDuplicateError, RemoteMemoryStore, StoredMemory
+from labmem.core.clock import FixedClock
+from labmem.core.provenance import scope_digest
+from labmem.core.storage import encode_json_line
+from labmem.recall.pipeline import RecallEngine
+from labmem.recall.store import RemoteMemoryDuplicateError, RemoteMemoryStore, StoredMemory
 from labmem.resilience import NOW, _add
-from labmem.storage import encode_json_line
 
 
 def no_lock_store(path, user_id):
@@ -103,7 +103,7 @@ class WritingEngine(RecallEngine):
 
 def trusting_externalizer(session_dir):
     """Reads artifact bodies without re-checking their digest."""
-    from labmem.artifacts import ToolResultExternalizer
+    from labmem.artifacts.externalize import ToolResultExternalizer
 
     class Trusting(ToolResultExternalizer):
         def _read_verified(self, reference):
@@ -114,7 +114,7 @@ def trusting_externalizer(session_dir):
 
 def publish_first_journal(session_dir):
     """Runs the memory write *before* the prepare record is durable."""
-    from labmem.leases import LeaseJournal
+    from labmem.artifacts.leases import LeaseJournal
 
     class PublishFirst(LeaseJournal):
         def publish_reference(self, claim, publisher, *, verify=None):

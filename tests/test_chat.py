@@ -5,10 +5,10 @@ import subprocess
 import sys
 
 import pytest
-from fake_messages_api import FakeMessagesAPI
 
 from labmem.chat import AgentLoop, ChatConfigError, read_workspace_file, runtime_client, tool_log
-from labmem.recall_tool import default_runtime
+from labmem.recall.tool import default_runtime
+from tests.fake_messages_api import FakeMessagesAPI
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from labmem.cli import main
-from labmem.provenance import scope_digest
-from labmem.recall_tool import TEACHING_RECORDS, default_runtime, recall_history
+from labmem.core.provenance import scope_digest
+from labmem.recall.tool import TEACHING_RECORDS, default_runtime, recall_history
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def test_ci_runs_the_readme_test_command():
 
 def test_importing_labmem_is_light_and_does_no_io(tmp_path):
     code = (
-        "import sys, labmem, labmem.remote, labmem.recall, labmem.recall_tool, labmem.cli\n"
+        "import sys, labmem, labmem.recall, labmem.cli\n"
         "heavy = [m for m in ('pandas', 'matplotlib', 'anthropic', 'openai') if m in sys.modules]\n"
         "print(heavy)\n"
     )

@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import resilience_doubles as doubles
 
 from labmem import resilience
 from labmem.resilience import CaseResult, run_case, run_scorecard
+from tests import resilience_doubles as doubles
 
 
 def test_every_case_passes_on_labmem(tmp_path):
@@ -30,13 +30,14 @@ def test_every_case_passes_on_labmem(tmp_path):
     ("torn_complete_line", lambda d: resilience.torn_complete_line(d, doubles.lenient_store)),
     ("unterminated_tail", lambda d: resilience.unterminated_tail(d, doubles.tail_blind_store)),
     ("sigkill_mid_stream",
-     lambda d: resilience.sigkill_mid_stream(d, "resilience_doubles:buffering_store")),
+     lambda d: resilience.sigkill_mid_stream(d, "tests.resilience_doubles:buffering_store")),
     ("recall_after_restart",
      lambda d: resilience.recall_after_restart(d, make_engine=doubles.WritingEngine)),
     ("tampered_artifact",
      lambda d: resilience.tampered_artifact(d, doubles.trusting_externalizer)),
     ("lease_publication_crash",
-     lambda d: resilience.lease_publication_crash(d, "resilience_doubles:publish_first_journal")),
+     lambda d: resilience.lease_publication_crash(
+         d, "tests.resilience_doubles:publish_first_journal")),
 ])
 def test_each_case_fails_against_a_broken_double(tmp_path, name, run):
     result = run_case(name, run, tmp_path)

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from labmem.clock import SteppingClock
-from labmem.errors import LabmemError
+from labmem.core.clock import SteppingClock
+from labmem.core.errors import LabmemError
 from labmem.transcript import (
     MemorySelectionError,
     Transcript,
@@ -303,19 +303,11 @@ def test_errors_share_the_base():
 
 
 def test_concurrent_writers_get_one_gap_free_sequence(path):
-    import multiprocessing
+    from tests import transcript_workers as workers
+    from tests.procs import run_processes
 
-    import workers
-
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(4)
-    procs = [ctx.Process(target=workers.append_transcript_events, args=(str(path), w, 25, start))
-             for w in range(4)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout=60)
-        assert proc.exitcode == 0
+    run_processes(workers.append_transcript_events, lambda w, s: (str(path), w, 25, s.start), 4,
+                  expect=0)
     events = Transcript(path).events()
     assert [e["sequence"] for e in events] == list(range(1, 101))
     assert sorted(e["content"] for e in events) == sorted(f"w{w} #{i}" for w in range(4)

@@ -1,16 +1,14 @@
 """s11 user memory: scope, profile patches, revisions, staleness, expiry, tombstones, locks."""
 
 import json
-import multiprocessing
 import shutil
 from datetime import datetime, timedelta, timezone
 
 import pytest
-import user_workers
 
-from labmem.clock import FixedClock, SteppingClock
-from labmem.errors import CorruptionError, InvalidInputError, LabmemError, ScopeError
-from labmem.provenance import scope_digest
+from labmem.core.clock import FixedClock, SteppingClock
+from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError, ScopeError
+from labmem.core.provenance import scope_digest
 from labmem.user import (
     Preference,
     PreferenceWrite,
@@ -22,6 +20,8 @@ from labmem.user import (
     UserScopeError,
     is_active,
 )
+from tests import user_workers
+from tests.procs import run_processes
 
 T0 = datetime(2026, 8, 1, tzinfo=timezone.utc)
 
@@ -277,24 +277,11 @@ def test_two_instances_never_lose_an_update(tmp_path):
     assert one.read_profile().fields() == {"name": "Alice", "city": "Oxford"}
 
 
-def _run(target, args_for, workers):
-    ctx = multiprocessing.get_context("spawn")
-    start, results = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*args_for(i), start, results))
-             for i in range(workers)]
-    for proc in procs:
-        proc.start()
-    outcomes = [results.get(timeout=60) for _ in procs]
-    for proc in procs:
-        proc.join(timeout=60)
-        assert proc.exitcode == 0
-    return outcomes
-
-
 def test_13_concurrent_writers_lose_no_update(tmp_path):
     workers, per_worker = 4, 25
-    outcomes = _run(user_workers.set_distinct_keys,
-                    lambda i: (str(tmp_path), i, per_worker), workers)
+    outcomes = run_processes(user_workers.set_distinct_keys,
+                             lambda i, s: (str(tmp_path), i, per_worker, s.start, s.results),
+                             workers)
     assert sorted(s for statuses in outcomes for s in statuses) == ["created"] * 100
     stored = make(tmp_path).list_preferences()
     assert len(stored) == workers * per_worker
@@ -304,7 +291,8 @@ def test_13_concurrent_writers_lose_no_update(tmp_path):
 
 
 def test_13_concurrent_identical_writes_create_once(tmp_path):
-    outcomes = _run(user_workers.set_same_key, lambda i: (str(tmp_path),), 4)
+    outcomes = run_processes(user_workers.set_same_key,
+                             lambda i, s: (str(tmp_path), s.start, s.results), 4)
     assert sorted(outcomes) == [("created", 1)] + [("unchanged", 1)] * 3
     assert make(tmp_path).get_preference("reply.language").revision == 1
 
@@ -319,7 +307,7 @@ def test_failed_write_leaves_the_previous_file_byte_identical(tmp_path, monkeypa
     def broken_replace(src, dst):
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr("labmem.storage.os.replace", broken_replace)
+    monkeypatch.setattr("labmem.core.storage.os.replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         memory.set_preference("theme", "light", updated_at=at(2))
     monkeypatch.undo()
@@ -348,16 +336,9 @@ def test_records_round_trip():
 
 
 def _race_distinct_keys(tmp_path, *, noop_lock, workers=4, per_worker=3):
-    ctx = multiprocessing.get_context("spawn")
-    start, pause, results = ctx.Barrier(workers), ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=user_workers.set_keys_with_widened_window,
-                         args=(str(tmp_path), w, per_worker, noop_lock, start, pause, results))
-             for w in range(workers)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout=60)
-        assert proc.exitcode == 0
+    run_processes(user_workers.set_keys_with_widened_window,
+                  lambda w, s: (str(tmp_path), w, per_worker, noop_lock, s.start, s.pause,
+                                s.results), workers)
     return len(make(tmp_path).list_preferences()), workers * per_worker
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def set_distinct_keys(root, worker, count, start, results):
     """Write ``count`` preferences whose keys only this worker uses, after the barrier."""
-    from labmem.clock import SteppingClock
+    from labmem.core.clock import SteppingClock
     from labmem.user import UserMemory
 
     memory = UserMemory(root, user_id="alice", clock=SteppingClock("2026-08-01T00:00:00Z"))
@@ -17,7 +17,7 @@ def set_distinct_keys(root, worker, count, start, results):
 
 def set_same_key(root, start, results):
     """Write the same key, value and source at the same moment as the other workers."""
-    from labmem.clock import FixedClock
+    from labmem.core.clock import FixedClock
     from labmem.user import UserMemory
 
     memory = UserMemory(root, user_id="alice", clock=FixedClock("2026-08-01T00:00:00Z"))
@@ -32,8 +32,8 @@ def set_keys_with_widened_window(root, worker, count, noop_lock, start, pause, r
     read the same old state before anyone saves."""
     import contextlib
 
-    from labmem import storage
-    from labmem.clock import SteppingClock
+    from labmem.core import storage
+    from labmem.core.clock import SteppingClock
     from labmem.resilience import pause_before
     from labmem.user import UserMemory
 

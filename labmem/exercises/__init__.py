@@ -4,6 +4,11 @@ A checker takes the learner's answer and returns :class:`Feedback`, which shows 
 one line in the notebook: ``✓`` with why it is right, ``✗`` with a hint, or a
 reminder when the answer is still ``None``. Checkers never raise on a wrong answer,
 so a learner can try again in the same cell.
+
+Two kinds of exercise: *predict* (the learner answers a question with a value) and *build*
+(:mod:`labmem.exercises.build`: the learner writes a chapter's key mechanism as a function,
+and the checker compares it with the library's own on generated inputs).
+:func:`build_exercises` lists every build exercise of the series.
 """
 
 from __future__ import annotations
@@ -29,3 +34,16 @@ class Feedback:
 
 def not_answered(exercise: str) -> Feedback:
     return Feedback(exercise, False, "not answered yet — replace None with your answer")
+
+
+CHAPTER_MODULES = ("s09", "s10", "s11", "s12", "s12b", "s13", "s14_compaction", "s14_mmu",
+                   "walkthrough", "story")
+
+
+def build_exercises() -> tuple:
+    """Every chapter's build-it-yourself exercises (:class:`~labmem.exercises.build.BuildExercise`),
+    in reading order; each module lists its own in ``BUILD``."""
+    import importlib
+
+    return tuple(exercise for name in CHAPTER_MODULES
+                 for exercise in importlib.import_module(f"labmem.exercises.{name}").BUILD)

@@ -6,7 +6,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from labmem.clock import SteppingClock
+from labmem.core.clock import SteppingClock
 from labmem.exercises import Feedback, not_answered
 from labmem.transcript import SELECTABLE_TYPES, Transcript
 

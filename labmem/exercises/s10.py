@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from labmem.clock import FixedClock, parse_timestamp
+from labmem.core.clock import FixedClock, parse_timestamp
 from labmem.exercises import Feedback, not_answered
 from labmem.workspace import DistillPolicy, DistillReport, WorkspaceMemory
 

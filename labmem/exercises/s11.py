@@ -6,7 +6,7 @@ import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from labmem.clock import FixedClock, parse_timestamp
+from labmem.core.clock import FixedClock, parse_timestamp
 from labmem.exercises import Feedback, not_answered
 from labmem.user import StalePreferenceUpdateError, UserMemory, is_active
 

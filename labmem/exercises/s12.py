@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from labmem.core.text import extract_terms
 from labmem.exercises import Feedback, not_answered
 from labmem.recall import LEXICAL_WEIGHT, RECENCY_WEIGHT, SCORE_DECIMALS, recency_weight
-from labmem.text import extract_terms
 
 EXERCISE_1_QUERY = "Agent  MEMORY：分层记忆!"
 

@@ -6,7 +6,7 @@ import math
 import tempfile
 
 from labmem.exercises import Feedback, not_answered
-from labmem.recall_scorers import Bm25Scorer, bm25_idf
+from labmem.recall import Bm25Scorer, bm25_idf
 
 EXERCISE_1 = {"searched_records": 40, "document_frequency": 3}
 EXERCISE_2_SHARE = 0.9
@@ -60,7 +60,7 @@ def check_saturation(answer: int | None) -> Feedback:
 
 def scorers_with_gold_first(query_id: str = EXERCISE_3_QUERY_ID) -> tuple[str, ...]:
     """Which of teaching / bm25 / hybrid put a gold record first for ``query_id`` (computed)."""
-    from labmem.recall_eval import evaluate, load_into_store, load_labeled_set, scorer_engines
+    from labmem.recall import evaluate, load_into_store, load_labeled_set, scorer_engines
 
     labeled = load_labeled_set()
     [query] = [q for q in labeled.queries if q.query_id == query_id]

@@ -12,11 +12,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from labmem.artifacts import ExternalizationPolicy, ToolResultExternalizer
-from labmem.cleanup import plan_cleanup
-from labmem.clock import FixedClock, parse_timestamp
+from labmem.artifacts import (
+    ExternalizationPolicy,
+    LeaseJournal,
+    OwnerStatus,
+    RetentionClaim,
+    ToolResultExternalizer,
+    plan_cleanup,
+)
+from labmem.core.clock import FixedClock, parse_timestamp
 from labmem.exercises import Feedback, not_answered
-from labmem.leases import LeaseJournal, OwnerStatus, RetentionClaim
 
 T0 = parse_timestamp("2026-08-01T00:00:00Z", field="T0")
 

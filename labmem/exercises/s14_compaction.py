@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labmem.compaction import LAYERS
+from labmem.context import LAYERS
 from labmem.exercises import Feedback, not_answered
 
 

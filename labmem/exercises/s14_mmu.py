@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from labmem.exercises import Feedback, not_answered
-from labmem.mmu.scoring import Factors, FactorWeights, factor_score, recency
+from labmem.mmu import Factors, FactorWeights, factor_score, recency
 
 # Exercise 1: a page with these factors, under the default weights.
 EXERCISE_1_FACTORS = dict(relevance=0.5, importance=0.8, confidence=0.5, utility=0.5,

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labmem.clock import SteppingClock
+from labmem.core.clock import SteppingClock
 from labmem.exercises import Feedback, not_answered
-from labmem.story.compactor import compact
-from labmem.story.orchestrator import CUT_TIERS
-from labmem.story.scratchpad import Scratchpad
+from labmem.story import CUT_TIERS, Scratchpad, compact
 
 T0 = "2026-09-01T00:00:00Z"
 

@@ -21,10 +21,27 @@ from labmem.mmu.errors import (
     UnsupportedOperationError,
     WriteGateError,
 )
-from labmem.mmu.mmu import GLOBAL_SCOPE, ContextMMU, Ledger
-from labmem.mmu.pages import Level, Page, RepresentationCache, Residency
+from labmem.mmu.evaluation import (
+    LossRow,
+    churn,
+    information_loss,
+    load_json,
+    precision_at_k,
+    recall_at_k,
+)
+from labmem.mmu.mmu import GLOBAL_SCOPE, REASON_NO_ROOM, REASON_TOO_LARGE, ContextMMU, Ledger
+from labmem.mmu.pages import (
+    Level,
+    Page,
+    RepresentationCache,
+    Residency,
+    derive_l0,
+    derive_l1,
+    derive_l2,
+    tokens_of,
+)
 from labmem.mmu.records import MEMORY_TYPES, SOURCE_KINDS, STATUSES, MemoryRecord, content_hash
-from labmem.mmu.scoring import Factors, FactorWeights, factor_score, recency, relevance
+from labmem.mmu.scoring import Factors, FactorWeights, factor_score, rank_key, recency, relevance
 from labmem.mmu.service import FileMemoryService, MemoryService, RecallHit
 from labmem.mmu.trace import RecallTrace, query_hash
 
@@ -35,5 +52,7 @@ __all__ = [
     "MemoryServiceError", "MemoryValidationError", "MmuError", "MmuValidationError", "Page",
     "RecallHit", "RecallTrace", "RecordNotFoundError", "RepresentationCache", "Residency",
     "ServiceClosedError", "UnsupportedOperationError", "WriteGateError", "content_hash",
-    "factor_score", "query_hash", "recency", "relevance",
+    "factor_score", "query_hash", "rank_key", "recency", "relevance",
+    "LossRow", "churn", "information_loss", "load_json", "precision_at_k", "recall_at_k",
+    "REASON_NO_ROOM", "REASON_TOO_LARGE", "derive_l0", "derive_l1", "derive_l2", "tokens_of",
 ]

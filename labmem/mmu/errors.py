@@ -6,7 +6,7 @@ One base class per concern, each a subclass of the core kinds, so a caller can c
 
 from __future__ import annotations
 
-from labmem.errors import CorruptionError, InvalidInputError, LabmemError, ScopeError
+from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError, ScopeError
 
 
 class MemoryServiceError(LabmemError):

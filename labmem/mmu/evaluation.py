@@ -2,7 +2,7 @@
 
 * :func:`recall_at_k` / :func:`precision_at_k` — over the *loaded working set* (HOT then
   WARM, best first), against the labeled relevant ids of a query (the shared definitions
-  of :mod:`labmem.metrics`, plus the MMU's convention for a query with no relevant ids).
+  of :mod:`labmem.core.metrics`, plus the MMU's convention for a query with no relevant ids).
 * :func:`information_loss` — for records whose decisive detail is a negation, a number, a
   condition or an exception: is the detail still in L1, or must the page go to L2 before
   anyone decides on it?
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labmem import metrics
-from labmem.errors import validated_as
+from labmem.core import metrics
+from labmem.core.errors import validated_as
+from labmem.core.text import normalize_text
+from labmem.core.validation import require_int
 from labmem.mmu.errors import MmuValidationError
 from labmem.mmu.pages import derive_l1, derive_l2
 from labmem.mmu.records import MemoryRecord
-from labmem.text import normalize_text
-from labmem.validation import require_int
 
 
 def _require_k(k: int) -> int:

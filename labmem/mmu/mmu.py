@@ -25,8 +25,10 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from labmem.clock import Clock, parse_timestamp, resolve_clock
-from labmem.errors import validated_as
+from labmem.core.clock import Clock, parse_timestamp, resolve_clock
+from labmem.core.errors import validated_as
+from labmem.core.text import extract_terms
+from labmem.core.validation import require_int, require_text
 from labmem.mmu.errors import LedgerError, MmuValidationError
 from labmem.mmu.pages import Level, Page, RepresentationCache, Residency, tokens_of
 from labmem.mmu.records import MemoryRecord
@@ -41,8 +43,6 @@ from labmem.mmu.scoring import (
     relevance,
 )
 from labmem.mmu.trace import CandidateTrace, RecallTrace, Rejection, query_hash
-from labmem.text import extract_terms
-from labmem.validation import require_int, require_text
 
 GLOBAL_SCOPE = "global"
 REASON_TOO_LARGE = "larger than the whole budget"

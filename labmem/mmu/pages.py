@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 
+from labmem.core.text import collapse_whitespace, estimate_tokens, extract_terms
 from labmem.mmu.records import MemoryRecord
-from labmem.text import collapse_whitespace, estimate_tokens, extract_terms
 
 REPRESENTATION_VERSION = 1
 L0_MAX_CHARS = 80
@@ -161,5 +161,5 @@ class Page:
 
 
 def tokens_of(text: str) -> int:
-    """The one project estimator (``labmem.text.estimate_tokens``)."""
+    """The one project estimator (``labmem.core.text.estimate_tokens``)."""
     return estimate_tokens(text)

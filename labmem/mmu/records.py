@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from labmem.clock import format_timestamp, parse_timestamp
-from labmem.errors import validated_as
+from labmem.core.clock import format_timestamp, parse_timestamp
+from labmem.core.errors import validated_as
+from labmem.core.validation import require_text
 from labmem.mmu.errors import MemoryValidationError, WriteGateError
-from labmem.validation import require_text
 
 MEMORY_TYPES = ("working", "episodic", "semantic", "procedural")
 SOURCE_KINDS = ("user_stated", "tool_observed", "model_inferred")

@@ -21,8 +21,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from labmem.clock import Clock, resolve_clock
-from labmem.errors import validated_as
+from labmem.core.clock import Clock, resolve_clock
+from labmem.core.errors import validated_as
+from labmem.core.storage import JsonlLog, LockFactory, file_lock
+from labmem.core.text import extract_terms, normalize_text
+from labmem.core.validation import require_int, require_text
 from labmem.mmu.errors import (
     MemoryCorruptionError,
     MemoryScopeError,
@@ -39,9 +42,6 @@ from labmem.mmu.records import (
     require_choice,
     require_unit,
 )
-from labmem.storage import JsonlLog, LockFactory, file_lock
-from labmem.text import extract_terms, normalize_text
-from labmem.validation import require_int, require_text
 
 RECORDS_FILE = "records.jsonl"
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from labmem.clock import format_timestamp
-from labmem.text import normalize_text
+from labmem.core.clock import format_timestamp
+from labmem.core.text import normalize_text
 
 
 def query_hash(query: str) -> str:

@@ -1,4 +1,4 @@
-"""Case study: long-term memory for a serialized-novel writing tool (seed 004).
+"""Case study: long-term memory for a serialized-novel writing tool.
 
 Modules, in the order the data flows::
 
@@ -19,6 +19,7 @@ Importing this package does no I/O.
 
 from labmem.story.adapter import CommitReport, MemoryContractAdapter
 from labmem.story.bootstrap import BootstrapDiff, bootstrap, rebuild_scratchpad
+from labmem.story.cli import register_story_commands
 from labmem.story.compactor import CompactionReport, compact
 from labmem.story.errors import (
     StoryCorruptionError,
@@ -28,15 +29,17 @@ from labmem.story.errors import (
     StoryValidationError,
 )
 from labmem.story.index import ChapterIndex
-from labmem.story.orchestrator import MemoryOrchestrator, MemoryPack
+from labmem.story.orchestrator import CUT_TIERS, MemoryOrchestrator, MemoryPack
 from labmem.story.project import StoryProject
+from labmem.story.sample import load_sample_story, sample_story_dir
 from labmem.story.scratchpad import CATEGORIES, STATUSES, MemoryItem, Scratchpad, load_scratchpad
 from labmem.story.writer import MemoryWriter, WriteReport
 
 __all__ = [
-    "CATEGORIES", "STATUSES", "BootstrapDiff", "ChapterIndex", "CommitReport",
+    "CATEGORIES", "CUT_TIERS", "STATUSES", "BootstrapDiff", "ChapterIndex", "CommitReport",
     "CompactionReport", "MemoryContractAdapter", "MemoryItem", "MemoryOrchestrator",
     "MemoryPack", "MemoryWriter", "Scratchpad", "StoryCorruptionError", "StoryMemoryError",
     "StoryNotFoundError", "StoryProject", "StoryProjectError", "StoryValidationError",
     "WriteReport", "bootstrap", "compact", "load_scratchpad", "rebuild_scratchpad",
+    "load_sample_story", "register_story_commands", "sample_story_dir",
 ]

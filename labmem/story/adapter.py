@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labmem.clock import Clock
-from labmem.storage import write_text_atomic
+from labmem.core.clock import Clock
+from labmem.core.storage import write_text_atomic
 from labmem.story.errors import StoryValidationError
 from labmem.story.evidence import (
     ChapterSummary,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from labmem.clock import Clock
+from labmem.core.clock import Clock
 from labmem.story.evidence import read_summary, summary_chapters
 from labmem.story.index import ChapterIndex
 from labmem.story.project import StoryProject

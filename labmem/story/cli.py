@@ -9,7 +9,7 @@
     labmem story bootstrap  --project DIR [--json] [--write]   rebuild from index + summaries
     labmem story update RESULT.json --project DIR [--summary S.json] [--outline O.md] [--json]
 
-``labmem.cli.main`` turns every :class:`~labmem.errors.LabmemError` into
+``labmem.cli.main`` turns every :class:`~labmem.core.errors.LabmemError` into
 ``labmem: error: …`` and exit status 2; this module only raises them.
 """
 
@@ -134,7 +134,7 @@ def _update(args: argparse.Namespace) -> int:
     return _emit(args, document, lines)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register_story_commands(sub: argparse._SubParsersAction) -> None:
     """Add ``story`` and its six sub-commands to the ``labmem`` parser."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--project", required=True, metavar="DIR",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labmem.errors import CorruptionError, InvalidInputError, LabmemError
+from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError
 
 
 class StoryMemoryError(LabmemError):

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from labmem.errors import validated_as
-from labmem.storage import read_snapshot, write_snapshot, write_text_atomic
+from labmem.core.errors import validated_as
+from labmem.core.storage import read_snapshot, write_snapshot, write_text_atomic
+from labmem.core.validation import require_text
 from labmem.story.errors import StoryCorruptionError, StoryNotFoundError, StoryValidationError
 from labmem.story.project import StoryProject, require_chapter
-from labmem.validation import require_text
 
 FORESHADOWING_HEADING = "## Foreshadowing"
 STATE_FORMAT = "labmem.story.state/v1"

@@ -11,7 +11,7 @@ The pack has three layers (seed 004) plus what the writer must not break::
 
 Fixes over the original: a missing outline gives a warning *and* ``outline=None`` (the
 warning text is never used as the outline, where it would "mention" random items);
-and the budget is enforced: every line is costed with :func:`labmem.text.estimate_tokens`,
+and the budget is enforced: every line is costed with :func:`labmem.core.text.estimate_tokens`,
 the cheapest-to-lose lines go first, and each cut line is listed in ``cut``.
 """
 
@@ -21,12 +21,12 @@ import heapq
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from labmem.core.text import estimate_tokens, normalize_text
 from labmem.story.errors import StoryValidationError
 from labmem.story.evidence import read_state, read_summary, summary_chapters
 from labmem.story.index import ChapterIndex
 from labmem.story.project import StoryProject, require_chapter
 from labmem.story.scratchpad import ACTIVE, CONTRADICTED, OUTDATED, MemoryItem, load_scratchpad
-from labmem.text import estimate_tokens, normalize_text
 
 SECTIONS = ("working_memory", "episodic_memory", "semantic_memory", "active_constraints",
             "recent_changes", "warnings")

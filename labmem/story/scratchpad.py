@@ -22,11 +22,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
-from labmem.errors import validated_as
-from labmem.storage import read_snapshot, write_snapshot
+from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.core.errors import validated_as
+from labmem.core.storage import read_snapshot, write_snapshot
+from labmem.core.validation import require_text
 from labmem.story.errors import StoryCorruptionError, StoryValidationError
-from labmem.validation import require_text
 
 CATEGORIES = ("character_state", "story_facts", "world_rules", "timeline",
               "open_loops", "reader_promises", "relationships")

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labmem.clock import Clock
-from labmem.storage import LockFactory, file_lock
+from labmem.core.clock import Clock
+from labmem.core.storage import LockFactory, file_lock
 from labmem.story.compactor import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_TIMELINE_WINDOW,

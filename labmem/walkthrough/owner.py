@@ -1,4 +1,4 @@
-"""The s10 workspace memory as s13's :class:`~labmem.leases.ReferenceOwner`.
+"""The s10 workspace memory as s13's :class:`~labmem.artifacts.leases.ReferenceOwner`.
 
 An artifact outcome is published into the workspace as an ``outcome`` fact whose
 ``fact_id`` is the lease's transaction id, whose source is the artifact's source id,
@@ -12,11 +12,11 @@ and "check not written, then seal" cannot interleave.
 
 from __future__ import annotations
 
-from labmem.clock import format_timestamp
-from labmem.errors import LabmemError
-from labmem.leases import OwnerStatus, PublicationRejected, RetentionClaim
-from labmem.provenance import MemorySource
-from labmem.storage import file_lock, read_snapshot, write_snapshot
+from labmem.artifacts import OwnerStatus, PublicationRejected, RetentionClaim
+from labmem.core.clock import format_timestamp
+from labmem.core.errors import LabmemError
+from labmem.core.provenance import MemorySource
+from labmem.core.storage import file_lock, read_snapshot, write_snapshot
 from labmem.workspace import WorkspaceMemory
 
 SEALED_NAME = "sealed_transactions.json"

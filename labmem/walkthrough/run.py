@@ -10,24 +10,29 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from labmem.artifacts import ToolResultExternalizer
-from labmem.cleanup import CleanupPolicy, apply_cleanup, plan_cleanup
-from labmem.clock import FixedClock, format_timestamp
-from labmem.compaction import (
+from labmem.artifacts import (
+    CleanupPolicy,
+    LeaseJournal,
+    LeasePhase,
+    RetentionClaim,
+    ToolResultExternalizer,
+    apply_cleanup,
+    plan_cleanup,
+)
+from labmem.context import (
     CompactionPolicy,
     DurableContextState,
     DurableFact,
     PendingItem,
+    SourcePointerResolver,
     compact_context,
     render_durable_context,
 )
-from labmem.errors import LabmemError
-from labmem.leases import LeaseJournal, LeasePhase, RetentionClaim
-from labmem.provenance import scope_digest
-from labmem.recall import RecallEngine
-from labmem.remote import MemoryKind, RemoteMemoryStore
-from labmem.sources import SourcePointerResolver
-from labmem.storage import write_text_atomic
+from labmem.core.clock import FixedClock, format_timestamp
+from labmem.core.errors import LabmemError
+from labmem.core.provenance import scope_digest
+from labmem.core.storage import write_text_atomic
+from labmem.recall import MemoryKind, RecallEngine, RemoteMemoryStore
 from labmem.transcript import Transcript
 from labmem.user import UserMemory
 from labmem.walkthrough.owner import WorkspaceReferenceOwner

@@ -27,6 +27,8 @@ from labmem.workspace.facts import (
     WorkspaceError,
     WorkspaceScopeError,
     WorkspaceValidationError,
+    daily_file_name,
+    read_daily_file,
 )
 from labmem.workspace.memory import (
     RESOLUTION_BOUNDARIES,
@@ -41,5 +43,6 @@ __all__ = [
     "CuratedEntry", "DistillPolicy", "DistillReport", "Fact", "Resolution",
     "StaleResolutionError", "WorkspaceConflictError", "WorkspaceContext",
     "WorkspaceCorruptionError", "WorkspaceDuplicateError", "WorkspaceError",
-    "WorkspaceMemory", "WorkspaceScopeError", "WorkspaceValidationError",
+    "WorkspaceMemory", "WorkspaceScopeError", "WorkspaceValidationError", "daily_file_name",
+    "read_daily_file",
 ]

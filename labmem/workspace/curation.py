@@ -28,10 +28,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from labmem.clock import format_timestamp, parse_timestamp
-from labmem.errors import validated_as
-from labmem.text import normalize_text
-from labmem.validation import require_int
+from labmem.core.clock import format_timestamp, parse_timestamp
+from labmem.core.errors import validated_as
+from labmem.core.text import normalize_text
+from labmem.core.validation import require_int
 from labmem.workspace.facts import (
     KINDS,
     STABLE_KINDS,

@@ -16,17 +16,17 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from labmem.clock import format_timestamp, parse_timestamp
-from labmem.errors import (
+from labmem.core.clock import format_timestamp, parse_timestamp
+from labmem.core.errors import (
     CorruptionError,
     DuplicateError,
     InvalidInputError,
     LabmemError,
     ScopeError,
 )
-from labmem.provenance import MemorySource
-from labmem.storage import JsonlLog
-from labmem.validation import require_text
+from labmem.core.provenance import MemorySource
+from labmem.core.storage import JsonlLog
+from labmem.core.validation import require_text
 
 __all__ = [
     "KINDS", "STABLE_KINDS", "Fact", "WorkspaceError", "WorkspaceValidationError",

@@ -29,10 +29,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from labmem.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
-from labmem.errors import InvalidInputError, validated_as
-from labmem.provenance import MemorySource, scope_digest
-from labmem.storage import (
+from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.core.errors import InvalidInputError, validated_as
+from labmem.core.provenance import MemorySource, scope_digest
+from labmem.core.storage import (
     JsonlLog,
     LockFactory,
     file_lock,
@@ -40,7 +40,7 @@ from labmem.storage import (
     write_snapshot,
     write_text_atomic,
 )
-from labmem.validation import require_text
+from labmem.core.validation import require_text
 from labmem.workspace.curation import (
     OPEN,
     ConflictCase,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from labmem.clock import format_timestamp
+from labmem.core.clock import format_timestamp
 from labmem.workspace.curation import ACTIVE, OPEN, CuratedState
 from labmem.workspace.facts import KINDS, Fact
 

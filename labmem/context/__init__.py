@@ -1,0 +1,38 @@
+"""s14 (part 1): context — compaction that cannot rewrite durable state, verified sources.
+
+Modules::
+
+    compaction  compact_context: four layers over a copy of the messages; durable facts
+                and pending items bypass the summarizer; render_durable_context
+    sources     SourcePointerResolver: re-resolve every source pointer from its owner
+                (the s09 transcript, the s13 artifacts) on each prompt assembly
+
+Importing this package does no I/O.
+"""
+
+from labmem.context.compaction import (
+    LAYERS,
+    CompactionError,
+    CompactionPolicy,
+    CompactionResult,
+    DurableContextState,
+    DurableFact,
+    MessageViewLimitExceeded,
+    PendingItem,
+    RetrievalEvidence,
+    ToolProtocolError,
+    compact_context,
+    estimate_messages_tokens,
+    render_durable_context,
+    run_layer,
+    validate_tool_protocol,
+)
+from labmem.context.sources import STATUSES, SourcePointerResolver, SourceResolution
+
+__all__ = [
+    "LAYERS", "CompactionError", "CompactionPolicy", "CompactionResult", "DurableContextState",
+    "DurableFact", "MessageViewLimitExceeded", "PendingItem", "RetrievalEvidence",
+    "ToolProtocolError", "compact_context", "estimate_messages_tokens",
+    "render_durable_context", "run_layer", "validate_tool_protocol",
+    "STATUSES", "SourcePointerResolver", "SourceResolution",
+]

@@ -1,0 +1,79 @@
+"""Where a memory came from, and whose it is.
+
+``MemorySource`` is the one provenance shape in the project: transcript candidates,
+stored records, artifacts and durable facts all carry it, and other modules re-export
+it rather than defining their own. ``scope_digest`` is the one way to turn an owner id
+(a user or a workspace) into the scope string written into every canonical record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from labmem.core.clock import format_timestamp, parse_timestamp
+from labmem.core.errors import InvalidInputError
+from labmem.core.validation import require_text
+
+SCOPE_DIGEST_LENGTH = 16
+# A session id names a transcript file (s09) and an artifact directory (s13), and sits
+# inside source pointers: letters, digits, '.', '_' and '-', never a path separator.
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def scope_digest(owner_id: str, *, field: str = "owner_id") -> str:
+    """A stable, non-reversible scope string for a user or workspace id.
+
+    The same id always gives the same scope on every machine, and the id itself
+    (which may be an e-mail address) is never written to disk.
+    """
+    if not isinstance(owner_id, str) or not owner_id.strip():
+        raise InvalidInputError(field, f"must be a non-blank string, got {owner_id!r}",
+                                "pass the id of the user or workspace that owns this memory")
+    digest = hashlib.sha256(f"labmem-scope:v1:{owner_id}".encode()).hexdigest()
+    return digest[:SCOPE_DIGEST_LENGTH]
+
+
+@dataclass(frozen=True)
+class MemorySource:
+    """The original object a memory was derived from.
+
+    ``captured_at`` is when the source happened (the conversation, the snapshot);
+    it is deliberately separate from any "stored at" time of the record built from it.
+    """
+
+    source_id: str
+    source_type: str
+    title: str
+    captured_at: datetime
+
+    def __post_init__(self) -> None:
+        require_text(self.source_id, "source.source_id", max_chars=500)
+        require_text(self.source_type, "source.source_type", max_chars=200)
+        require_text(self.title, "source.title", max_chars=500)
+        at = parse_timestamp(self.captured_at, field="source.captured_at")
+        object.__setattr__(self, "captured_at", at)
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "source_id": self.source_id,
+            "source_type": self.source_type,
+            "title": self.title,
+            "captured_at": format_timestamp(self.captured_at),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemorySource:
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(
+                "source", f"must be a MemorySource or a mapping, got {type(data).__name__}"
+            )
+        missing = [k for k in ("source_id", "source_type", "title", "captured_at")
+                   if k not in data]
+        if missing:
+            raise InvalidInputError("source", f"is missing {', '.join(missing)}")
+        return cls(data["source_id"], data["source_type"], data["title"], data["captured_at"])

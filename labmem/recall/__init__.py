@@ -1,0 +1,127 @@
+"""s12 and s12b: remote memory and recall.
+
+Modules, in the order the data flows::
+
+    store         RemoteMemoryStore: scoped, source-bearing records in one JSONL log
+    sqlite_store  SqliteMemoryStore: the same contract over SQLite, postings in one transaction
+    index         the inverted index the engine reads (in memory for JSONL, SQLite's own table)
+    scorers       teaching, BM25 and hybrid scorers, each with an exact ``explain``
+    pipeline      the five stages: normalize → candidate → score → stable rank → render,
+                  and RecallEngine, which runs them over a store's index
+    evaluation    a labeled recall set, recall@k / MRR, tune and test splits
+    tool          the ``recall_history`` tool an agent calls, and the default store
+
+Importing this package does no I/O.
+"""
+
+from labmem.recall.evaluation import (
+    DEFAULT_KS,
+    LabeledQuery,
+    LabeledRecallSet,
+    LabeledRecord,
+    QueryOutcome,
+    default_labeled_set_path,
+    describe_set,
+    disagreements,
+    evaluate,
+    load_into_store,
+    load_labeled_set,
+    outcomes_frame,
+    parse_labeled_set,
+    scorer_engines,
+    summarize,
+    summarize_by,
+)
+from labmem.recall.index import (
+    InMemoryTermIndex,
+    Postings,
+    TermIndex,
+    merge_postings,
+    open_term_index,
+    record_terms,
+)
+from labmem.recall.pipeline import (
+    RecallCandidate,
+    RecallEngine,
+    RecallHit,
+    RecallQuery,
+    RecallQueryError,
+    RecallResult,
+    RecallScope,
+    RecallScoreBreakdown,
+    assemble_result,
+    build_recall_candidates,
+    corpus_stats,
+    count_searched_records,
+    normalize_recall_query,
+    rank_key,
+    recency_weight,
+    render_recalled_context,
+    render_remote_profile,
+    score_recall_candidate,
+    stable_rank_recall_candidates,
+)
+from labmem.recall.scorers import (
+    LEXICAL_WEIGHT,
+    RECENCY_SCALE_DAYS,
+    RECENCY_WEIGHT,
+    SCORE_DECIMALS,
+    SCORERS,
+    Bm25Scorer,
+    CorpusStats,
+    HybridScorer,
+    Scorer,
+    TeachingScorer,
+    bm25_idf,
+    resolve_scorer,
+)
+from labmem.recall.sqlite_store import SqliteMemoryStore
+from labmem.recall.store import (
+    MEMORY_ID_PATTERN,
+    MemoryKind,
+    MemorySource,
+    RemoteMemoryCorruptionError,
+    RemoteMemoryDuplicateError,
+    RemoteMemoryError,
+    RemoteMemoryScopeError,
+    RemoteMemoryStore,
+    RemoteMemoryValidationError,
+    StoredMemory,
+    derive_memory_id,
+)
+from labmem.recall.tool import (
+    DEMOS,
+    RECALL_HISTORY_TOOL,
+    TEACHING_RECORDS,
+    RemoteRuntime,
+    default_runtime,
+    recall_history,
+    seed_teaching_records,
+)
+
+__all__ = [
+    # store and backends
+    "MEMORY_ID_PATTERN", "MemoryKind", "MemorySource", "StoredMemory", "RemoteMemoryStore",
+    "SqliteMemoryStore", "derive_memory_id",
+    "RemoteMemoryError", "RemoteMemoryValidationError", "RemoteMemoryDuplicateError",
+    "RemoteMemoryScopeError", "RemoteMemoryCorruptionError",
+    # index and scorers
+    "Postings", "TermIndex", "InMemoryTermIndex", "open_term_index", "record_terms",
+    "merge_postings", "Scorer", "CorpusStats", "TeachingScorer", "Bm25Scorer", "HybridScorer",
+    "SCORERS", "resolve_scorer", "bm25_idf", "LEXICAL_WEIGHT", "RECENCY_WEIGHT",
+    "RECENCY_SCALE_DAYS", "SCORE_DECIMALS",
+    # the five stages and the engine
+    "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",
+    "RecallResult", "RecallQueryError", "RecallEngine", "normalize_recall_query",
+    "build_recall_candidates", "score_recall_candidate", "stable_rank_recall_candidates",
+    "render_recalled_context", "render_remote_profile", "recency_weight", "corpus_stats",
+    "rank_key", "assemble_result", "count_searched_records",
+    # evaluation
+    "DEFAULT_KS", "LabeledRecord", "LabeledQuery", "LabeledRecallSet", "QueryOutcome",
+    "default_labeled_set_path", "load_labeled_set", "parse_labeled_set", "load_into_store",
+    "scorer_engines", "evaluate", "summarize", "summarize_by", "disagreements",
+    "outcomes_frame", "describe_set",
+    # the agent-facing tool
+    "RECALL_HISTORY_TOOL", "TEACHING_RECORDS", "DEMOS", "RemoteRuntime", "default_runtime",
+    "recall_history", "seed_teaching_records",
+]

@@ -1,0 +1,564 @@
+"""s12 recall: normalize → candidate → score → stable rank → render.
+
+Each stage is a plain function over frozen records, so a learner can run and check
+one stage at a time, and a failure points at the stage that caused it:
+
+1. :func:`normalize_recall_query` — readable text, normalized text, stable terms.
+2. :func:`build_recall_candidates` — conversation records sharing a term with the query.
+3. :func:`score_recall_candidate` — an explainable breakdown, not a bare number, from a
+   pluggable scorer (:mod:`labmem.recall.scorers`: teaching, BM25, hybrid).
+4. :func:`stable_rank_recall_candidates` — an explicit, total order; cut to ``limit``.
+5. :func:`render_recalled_context` — the selected hits as an escaped prompt block.
+
+:class:`RecallEngine` runs the five stages against a store, with an inverted index
+(:mod:`labmem.recall.index`) so that a recall touches only the records that share a
+term with the query and builds full objects only for the few it returns.
+Recall never writes: a hit is a per-query view of a stored record, not a new memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import heapq
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from html import escape
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.core.errors import InvalidInputError, validated_as
+from labmem.core.provenance import MemorySource
+from labmem.core.text import collapse_whitespace, normalize_text, term_frequencies
+from labmem.core.validation import require_int
+from labmem.recall.index import TermIndex, merge_postings, open_term_index, record_terms
+from labmem.recall.scorers import (  # noqa: F401 (weights re-exported for chapter s12)
+    LEXICAL_WEIGHT,
+    RECENCY_WEIGHT,
+    SCORE_DECIMALS,
+    CorpusStats,
+    RecallScoreBreakdown,
+    Scorer,
+    recency_weight,
+    resolve_scorer,
+)
+from labmem.recall.store import MemoryKind, RemoteMemoryScopeError, StoredMemory
+
+__all__ = [
+    "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",
+    "RecallResult", "RecallQueryError", "RecallEngine", "normalize_recall_query",
+    "build_recall_candidates", "score_recall_candidate", "stable_rank_recall_candidates",
+    "render_recalled_context", "render_remote_profile", "recency_weight", "record_terms",
+    "corpus_stats", "Scorer",
+]
+
+MIN_LIMIT, MAX_LIMIT = 1, 10
+SNIPPET_FALLBACK_CHARS = 240
+EMPTY_NO_MATCHING_TERMS = "no_matching_terms"
+
+
+class RecallQueryError(InvalidInputError):
+    """The recall request itself is unusable (blank, no terms, bad limit)."""
+
+
+# -- 1. normalize ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """One recall request, normalized once; every later stage uses only ``terms``."""
+
+    query_id: str
+    text: str
+    normalized_text: str
+    terms: tuple[str, ...]
+    user_scope: str
+    limit: int
+    issued_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_id": self.query_id,
+            "text": self.text,
+            "normalized_text": self.normalized_text,
+            "terms": list(self.terms),
+            "user_scope": self.user_scope,
+            "limit": self.limit,
+            "issued_at": None if self.issued_at is None else format_timestamp(self.issued_at),
+        }
+
+
+def default_query_id(user_scope: str, normalized_text: str, issued_at: datetime | None) -> str:
+    """Deterministic id: the same scope, text and time always name the same query."""
+    stamp = "" if issued_at is None else format_timestamp(issued_at)
+    basis = "\x1f".join((user_scope, normalized_text, stamp))
+    return "query-" + hashlib.sha256(basis.encode()).hexdigest()[:12]
+
+
+def normalize_recall_query(
+    text: str,
+    *,
+    user_scope: str,
+    limit: int,
+    query_id: str | None = None,
+    issued_at: datetime | str | None = None,
+) -> RecallQuery:
+    """Validate and normalize a raw recall request (stage 1)."""
+    if not isinstance(text, str):
+        raise RecallQueryError("text", f"must be a string, got {type(text).__name__}")
+    readable = collapse_whitespace(text)
+    if not readable:
+        raise RecallQueryError(
+            "text", "must not be empty",
+            "describe the past information you need, e.g. 'layered memory design'",
+        )
+    normalized = normalize_text(readable)
+    terms = tuple(sorted(term_frequencies(normalized)))
+    if not terms:
+        raise RecallQueryError(
+            "text", f"{readable!r} has no searchable terms",
+            "use at least one word or CJK character; recall never falls back to 'everything'",
+        )
+    validated_as(RecallQueryError, require_int, limit, "limit", minimum=MIN_LIMIT,
+                 maximum=MAX_LIMIT)
+    if not isinstance(user_scope, str) or not user_scope:
+        raise RecallQueryError("user_scope", "must be a non-empty scope digest")
+    stamp = None if issued_at is None else parse_timestamp(issued_at, field="issued_at")
+    if query_id is None:
+        query_id = default_query_id(user_scope, normalized, stamp)
+    elif not isinstance(query_id, str) or not query_id.strip():
+        raise RecallQueryError("query_id", "must be a non-blank string or None")
+    return RecallQuery(query_id, readable, normalized, terms, user_scope, limit, stamp)
+
+
+# -- 2. candidate --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecallCandidate:
+    """A conversation record that shares at least one term with the query (no score yet)."""
+
+    query_id: str
+    record: StoredMemory
+    searchable_terms: tuple[str, ...]
+    matched_terms: tuple[str, ...]
+    captured_at: datetime
+    term_counts: Mapping[str, int] = field(default_factory=dict)  # matched term -> count
+    document_length: int = 0  # all its term occurrences: what BM25 normalizes by
+
+
+def _check_scope(query: RecallQuery, record: StoredMemory) -> None:
+    if record.user_scope != query.user_scope:
+        raise RemoteMemoryScopeError(
+            f"record {record.memory_id!r} belongs to user scope {record.user_scope!r}, "
+            f"not the query's {query.user_scope!r}; recall never crosses users"
+        )
+
+
+def _candidate(query: RecallQuery, record: StoredMemory,
+               counts: Mapping[str, int]) -> RecallCandidate | None:
+    matched = tuple(term for term in query.terms if term in counts)
+    if not matched:
+        return None
+    return RecallCandidate(
+        query_id=query.query_id,
+        record=record,
+        searchable_terms=tuple(sorted(counts)),
+        matched_terms=matched,
+        captured_at=record.source.captured_at,
+        term_counts=MappingProxyType({term: counts[term] for term in matched}),
+        document_length=sum(counts.values()),
+    )
+
+
+def build_recall_candidates(
+    query: RecallQuery, records: Iterable[StoredMemory]
+) -> tuple[RecallCandidate, ...]:
+    """Stage 2: conversation records (scope re-checked) with any query term, in input order."""
+    candidates = []
+    for record in records:
+        _check_scope(query, record)
+        if record.kind is not MemoryKind.CONVERSATION:
+            continue
+        candidate = _candidate(query, record, record_terms(record))
+        if candidate is not None:
+            candidates.append(candidate)
+    return tuple(candidates)
+
+
+def count_searched_records(records: Iterable[StoredMemory]) -> int:
+    """How many records recall examines: the conversation records (profiles excluded)."""
+    return sum(1 for record in records if record.kind is MemoryKind.CONVERSATION)
+
+
+# -- 3. score ------------------------------------------------------------------------
+
+
+def corpus_stats(query: RecallQuery, records: Iterable[StoredMemory]) -> CorpusStats:
+    """BM25's statistics computed the slow, obvious way: by reading every record.
+
+    The engine gets the same numbers from its index; a test checks that they agree.
+    """
+    searched = total_length = 0
+    frequency = dict.fromkeys(query.terms, 0)
+    for record in records:
+        _check_scope(query, record)
+        if record.kind is not MemoryKind.CONVERSATION:
+            continue
+        counts = record_terms(record)
+        searched += 1
+        total_length += sum(counts.values())
+        for term in query.terms:
+            frequency[term] += term in counts
+    return CorpusStats(searched, total_length, MappingProxyType(frequency))
+
+
+def score_recall_candidate(
+    query: RecallQuery,
+    candidate: RecallCandidate,
+    *,
+    as_of: datetime | str,
+    scorer: str | Scorer | None = None,
+    stats: CorpusStats | None = None,
+) -> RecallScoreBreakdown:
+    """Stage 3: the scorer's breakdown (default: the seed's 0.85 × coverage + 0.15 × recency).
+
+    BM25-based scorers also need ``stats`` (see :func:`corpus_stats`).
+    """
+    as_of = parse_timestamp(as_of, field="as_of")
+    return resolve_scorer(scorer).explain(
+        query.terms, candidate.term_counts, candidate.document_length,
+        candidate.captured_at, as_of=as_of, stats=stats,
+    )
+
+
+# -- 4. stable rank ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecallScope:
+    """The boundary a hit was found in: whose records, and which kind."""
+
+    user_scope: str
+    memory_kind: MemoryKind
+
+    def to_dict(self) -> dict[str, str]:
+        return {"user_scope": self.user_scope, "memory_kind": self.memory_kind.value}
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """A per-query projection of one stored record; never written back as a memory."""
+
+    query_id: str
+    memory_id: str
+    rank: int
+    snippet: str
+    scope: RecallScope
+    provenance: MemorySource
+    score_breakdown: RecallScoreBreakdown
+
+    @property
+    def source(self) -> MemorySource:
+        """Compatibility alias of :attr:`provenance` (older callers read ``hit.source``)."""
+        return self.provenance
+
+    @property
+    def score(self) -> float:
+        """Compatibility alias of ``score_breakdown.total``."""
+        return self.score_breakdown.total
+
+    def to_dict(self) -> dict[str, Any]:
+        provenance = self.provenance.to_dict()
+        return {
+            "memory_id": self.memory_id,
+            "rank": self.rank,
+            "snippet": self.snippet,
+            "scope": self.scope.to_dict(),
+            "provenance": provenance,
+            "source": dict(provenance),
+            "score": self.score,
+            "score_breakdown": self.score_breakdown.to_dict(),
+        }
+
+
+def rank_key(candidate: RecallCandidate, breakdown: RecallScoreBreakdown) -> tuple:
+    """total ↓, coverage ↓, captured_at ↓, memory_id ↑ — a total order, so ties are stable."""
+    return (-breakdown.total, -breakdown.lexical_coverage,
+            -candidate.captured_at.timestamp(), candidate.record.memory_id)
+
+
+def snippet_of(record: StoredMemory) -> str:
+    """The record's summary, or the start of its content when the summary is empty."""
+    if record.summary.strip():
+        return record.summary
+    return record.content[:SNIPPET_FALLBACK_CHARS]
+
+
+def stable_rank_recall_candidates(
+    query: RecallQuery,
+    candidates: Iterable[RecallCandidate],
+    *,
+    as_of: datetime | str,
+    scorer: str | Scorer | None = None,
+    stats: CorpusStats | None = None,
+) -> tuple[RecallHit, ...]:
+    """Stage 4: score, order by :func:`rank_key`, keep the top ``query.limit``, rank from 1.
+
+    Uses a bounded heap, not a full sort: the cost is O(n log limit).
+    """
+    as_of = parse_timestamp(as_of, field="as_of")
+    scorer = resolve_scorer(scorer)
+    scored = ((rank_key(c, b), c, b) for c in candidates
+              for b in (score_recall_candidate(query, c, as_of=as_of, scorer=scorer,
+                                               stats=stats),))
+    top = heapq.nsmallest(query.limit, scored, key=lambda item: item[0])
+    return tuple(
+        RecallHit(
+            query_id=query.query_id,
+            memory_id=candidate.record.memory_id,
+            rank=rank,
+            snippet=snippet_of(candidate.record),
+            scope=RecallScope(candidate.record.user_scope, candidate.record.kind),
+            provenance=candidate.record.source,
+            score_breakdown=breakdown,
+        )
+        for rank, (_, candidate, breakdown) in enumerate(top, start=1)
+    )
+
+
+# -- the result ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """Hits plus the counts that explain an empty or short result."""
+
+    query: RecallQuery
+    hits: tuple[RecallHit, ...]
+    searched_records: int
+    candidate_records: int
+    empty_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query.to_dict(),
+            "hits": [hit.to_dict() for hit in self.hits],
+            "searched_records": self.searched_records,
+            "candidate_records": self.candidate_records,
+            "empty_reason": self.empty_reason,
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+    def to_frame(self):
+        """One row per hit with the score breakdown spread into columns (pandas)."""
+        import pandas as pd  # imported lazily: importing labmem stays light
+
+        columns = ["rank", "memory_id", "total", "lexical_coverage", "recency",
+                   "lexical_contribution", "recency_contribution", "matched_terms",
+                   "age_days", "captured_at", "source_id", "snippet"]
+        rows = [
+            {
+                "rank": hit.rank,
+                "memory_id": hit.memory_id,
+                "total": hit.score_breakdown.total,
+                "lexical_coverage": hit.score_breakdown.lexical_coverage,
+                "recency": hit.score_breakdown.recency,
+                "lexical_contribution": hit.score_breakdown.lexical_contribution,
+                "recency_contribution": hit.score_breakdown.recency_contribution,
+                "matched_terms": ", ".join(hit.score_breakdown.matched_terms),
+                "age_days": hit.score_breakdown.age_days,
+                "captured_at": format_timestamp(hit.provenance.captured_at),
+                "source_id": hit.provenance.source_id,
+                "snippet": hit.snippet,
+            }
+            for hit in self.hits
+        ]
+        return pd.DataFrame(rows, columns=columns)
+
+
+def assemble_result(query: RecallQuery, candidates: tuple[RecallCandidate, ...],
+                    searched_records: int, *, as_of: datetime,
+                    scorer: str | Scorer | None = None,
+                    stats: CorpusStats | None = None) -> RecallResult:
+    """Stages 3–4 plus the counts: what both the engine and a by-hand pipeline return."""
+    hits = stable_rank_recall_candidates(query, candidates, as_of=as_of, scorer=scorer,
+                                         stats=stats)
+    return RecallResult(
+        query=query,
+        hits=hits,
+        searched_records=searched_records,
+        candidate_records=len(candidates),
+        empty_reason=None if hits else EMPTY_NO_MATCHING_TERMS,
+    )
+
+
+def shortlist(positions: np.ndarray, estimates: np.ndarray, limit: int,
+              tolerance: float) -> np.ndarray:
+    """Positions whose estimated score could still make the top ``limit``.
+
+    Everything within ``tolerance`` of the ``limit``-th best estimate is kept, so the
+    rounding of the exact scores, and ties that the exact order breaks, cannot push a
+    true top-``limit`` record out. Ascending positions, like the input.
+    """
+    if len(positions) <= limit:
+        return positions
+    kth_best = np.partition(estimates, len(estimates) - limit)[len(estimates) - limit]
+    return positions[estimates >= kth_best - tolerance]
+
+
+class RecallEngine:
+    """Runs the recall pipeline over one user's store; read-only by construction.
+
+    Candidates come from an inverted index (:func:`labmem.recall.index.open_term_index`):
+    the union of the query terms' postings. The scorer estimates every candidate at once
+    from those postings; only the few that can reach the top ``limit`` are loaded and
+    explained exactly. The result is identical to running the five stage functions by
+    hand over every record (a property test checks it for every scorer).
+    """
+
+    def __init__(self, store, *, scorer: str | Scorer | None = None,
+                 clock: Clock | None = None) -> None:
+        if not (hasattr(store, "read_all") and isinstance(getattr(store, "user_scope", None),
+                                                          str)):
+            raise InvalidInputError(
+                "store", f"must be a RemoteMemoryStore or SqliteMemoryStore, "
+                f"got {type(store).__name__}",
+            )
+        self.store = store
+        self.scorer = resolve_scorer(scorer)
+        self.clock = resolve_clock(clock if clock is not None else store.clock)
+        self.index: TermIndex = open_term_index(store)
+        # the top hits of one query are often the top hits of the next: keep their terms
+        self._terms_of = functools.lru_cache(maxsize=4096)(self._record_terms_at)
+
+    def __repr__(self) -> str:
+        return f"RecallEngine({self.store!r}, scorer={self.scorer!r})"
+
+    def _postings(self, query: RecallQuery):
+        self.index.refresh()
+        postings = {term: self.index.postings(term) for term in query.terms}
+        stats = CorpusStats(self.index.searched_records, self.index.total_length,
+                            MappingProxyType({t: len(p) for t, p in postings.items()}))
+        return postings, stats
+
+    def _candidate_at(self, query: RecallQuery, position: int) -> RecallCandidate:
+        record = self.index.record(position)
+        _check_scope(query, record)
+        return _candidate(query, record, self._terms_of(position))
+
+    def _record_terms_at(self, position: int) -> Counter[str]:
+        return record_terms(self.index.record(position))
+
+    def candidates(self, query: RecallQuery) -> tuple[RecallCandidate, ...]:
+        """Stage 2 through the index; same result as :func:`build_recall_candidates`."""
+        postings, _ = self._postings(query)
+        return tuple(self._candidate_at(query, int(p))
+                     for p in merge_postings(postings.values()))
+
+    def recall(
+        self,
+        text: str,
+        *,
+        limit: int = 5,
+        as_of: datetime | str | None = None,
+        query_id: str | None = None,
+    ) -> RecallResult:
+        """Normalize, find candidates, score, rank and return a :class:`RecallResult`."""
+        issued_at = parse_timestamp(self.clock.now(), field="clock.now()")
+        query = normalize_recall_query(
+            text, user_scope=self.store.user_scope, limit=limit,
+            query_id=query_id, issued_at=issued_at,
+        )
+        as_of = issued_at if as_of is None else parse_timestamp(as_of, field="as_of")
+        postings, stats = self._postings(query)
+        positions, estimates = self.scorer.estimate(
+            query.terms, postings, as_of_seconds=as_of.timestamp(), stats=stats)
+        tolerance = 1e-5 + 1e-6 * len(query.terms)
+        top = [self._candidate_at(query, int(p))
+               for p in shortlist(positions, estimates, query.limit, tolerance)]
+        hits = stable_rank_recall_candidates(query, top, as_of=as_of, scorer=self.scorer,
+                                             stats=stats)
+        return RecallResult(
+            query=query,
+            hits=hits,
+            searched_records=self.index.searched_records,
+            candidate_records=len(positions),
+            empty_reason=None if hits else EMPTY_NO_MATCHING_TERMS,
+        )
+
+
+# -- 5. render -----------------------------------------------------------------------
+
+
+def _attr(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _fixed(value: float) -> str:
+    return f"{value:.{SCORE_DECIMALS}f}"
+
+
+def render_recalled_context(result: RecallResult) -> str:
+    """Stage 5: the hits as a ``<recalled_context>`` block; ``""`` when there are none.
+
+    Every attribute and text node is escaped, so stored text cannot close an element
+    early or inject a fake hit.
+    """
+    if not result.hits:
+        return ""
+    query = result.query
+    lines = [
+        f'<recalled_context query_id="{_attr(query.query_id)}" '
+        f'normalized_query="{_attr(query.normalized_text)}" '
+        f'user_scope="{_attr(query.user_scope)}">'
+    ]
+    for hit in result.hits:
+        b = hit.score_breakdown
+        p = hit.provenance
+        lines += [
+            f'  <hit rank="{hit.rank}" memory_id="{_attr(hit.memory_id)}" '
+            f'user_scope="{_attr(hit.scope.user_scope)}" '
+            f'memory_kind="{_attr(hit.scope.memory_kind.value)}">',
+            f'    <score total="{_fixed(b.total)}" '
+            f'lexical_coverage="{_fixed(b.lexical_coverage)}" '
+            f'recency="{_fixed(b.recency)}" '
+            f'lexical_contribution="{_fixed(b.lexical_contribution)}" '
+            f'recency_contribution="{_fixed(b.recency_contribution)}"/>',
+            f'    <provenance source_id="{_attr(p.source_id)}" '
+            f'source_type="{_attr(p.source_type)}" title="{_attr(p.title)}" '
+            f'captured_at="{_attr(format_timestamp(p.captured_at))}"/>',
+            f"    <snippet>{escape(hit.snippet, quote=True)}</snippet>",
+            "  </hit>",
+        ]
+    lines.append("</recalled_context>")
+    return "\n".join(lines)
+
+
+def render_remote_profile(record: StoredMemory | None) -> str:
+    """The latest profile snapshot as a ``<remote_profile>`` block for session start.
+
+    Keeps ``memory_id``, ``source_id`` and ``captured_at`` so the prompt says *which*
+    snapshot was injected; ``""`` when there is no profile.
+    """
+    if record is None:
+        return ""
+    if not isinstance(record, StoredMemory) or record.kind is not MemoryKind.PROFILE:
+        raise InvalidInputError(
+            "record", "must be a profile StoredMemory (use store.latest_profile())"
+        )
+    return (
+        f'<remote_profile memory_id="{_attr(record.memory_id)}" '
+        f'source_id="{_attr(record.source.source_id)}" '
+        f'captured_at="{_attr(format_timestamp(record.source.captured_at))}">\n'
+        f"{escape(record.content, quote=True)}\n"
+        "</remote_profile>"
+    )

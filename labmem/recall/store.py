@@ -1,0 +1,421 @@
+"""s12 remote memory: scoped, source-bearing stored records.
+
+A :class:`RemoteMemoryStore` is the teaching stand-in for a remote memory service:
+an append-only JSONL file of :class:`StoredMemory` records for one user. Every record
+carries the user's scope digest and its :class:`MemorySource`; a file that holds
+another scope's record is refused on every read path.
+
+The duplicate check and the append happen in one exclusive cross-process section
+(a file lock), which is how this local file imitates a server's atomic
+compare-and-insert. A real service would use a unique index or a conditional write
+(:mod:`labmem.recall.sqlite_store` does exactly that, with the same contract).
+
+The validation, id and duplicate rules live in module functions
+(:func:`validate_draft`, :func:`validate_drafts`, :func:`record_from_object`) that
+both stores call, so the two backends cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from functools import partial
+from typing import Any
+
+from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.core.errors import (
+    CorruptionError,
+    DuplicateError,
+    InvalidInputError,
+    LabmemError,
+    ScopeError,
+    validated_as,
+)
+from labmem.core.provenance import MemorySource, scope_digest
+from labmem.core.storage import JsonlLog, LockFactory, file_lock
+from labmem.core.validation import require_text
+
+__all__ = [
+    "MemoryKind",
+    "MemorySource",
+    "StoredMemory",
+    "RemoteMemoryStore",
+    "RemoteMemoryError",
+    "RemoteMemoryValidationError",
+    "RemoteMemoryDuplicateError",
+    "RemoteMemoryScopeError",
+    "RemoteMemoryCorruptionError",
+    "derive_memory_id",
+    "MemoryDraft",
+    "validate_draft",
+    "validate_drafts",
+    "record_from_object",
+    "duplicate_message",
+    "stamp_now",
+]
+
+MAX_CONTENT_CHARS = 20_000
+MAX_SUMMARY_CHARS = 2_000
+MEMORY_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+class RemoteMemoryError(LabmemError):
+    """Base of every error the remote store raises."""
+
+
+class RemoteMemoryValidationError(RemoteMemoryError, InvalidInputError):
+    """An append was refused before anything was written."""
+
+
+class RemoteMemoryDuplicateError(RemoteMemoryError, DuplicateError):
+    """The ``memory_id`` is already stored; the store is unchanged."""
+
+
+class RemoteMemoryScopeError(RemoteMemoryError, ScopeError):
+    """The records file holds a record of another user scope."""
+
+
+class RemoteMemoryCorruptionError(RemoteMemoryError, CorruptionError):
+    """A complete line of the records file cannot be decoded (``line N``)."""
+
+
+class MemoryKind(str, Enum):
+    """What a stored record is: a piece of conversation history, or a profile snapshot."""
+
+    CONVERSATION = "conversation"
+    PROFILE = "profile"
+
+
+@dataclass(frozen=True)
+class StoredMemory:
+    """One durable record: stable id, owner scope, provenance, and when it was stored."""
+
+    memory_id: str
+    user_scope: str
+    kind: MemoryKind
+    content: str
+    summary: str
+    source: MemorySource
+    stored_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "user_scope": self.user_scope,
+            "kind": self.kind.value,
+            "content": self.content,
+            "summary": self.summary,
+            "source": self.source.to_dict(),
+            "stored_at": format_timestamp(self.stored_at),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StoredMemory:
+        return cls(
+            memory_id=data["memory_id"],
+            user_scope=data["user_scope"],
+            kind=MemoryKind(data["kind"]),
+            content=data["content"],
+            summary=data["summary"],
+            source=MemorySource.from_dict(data["source"]),
+            stored_at=parse_timestamp(data["stored_at"], field="stored_at"),
+        )
+
+
+def derive_memory_id(kind: MemoryKind, source: MemorySource, content: str) -> str:
+    """A content-addressed id: retrying the same append yields the same id (a duplicate)."""
+    basis = json.dumps(
+        {"kind": kind.value, "source": source.to_dict(), "content": content},
+        ensure_ascii=False, sort_keys=True,
+    )
+    return f"{kind.value}-{hashlib.sha256(basis.encode()).hexdigest()[:16]}"
+
+
+_validated = partial(validated_as, RemoteMemoryValidationError)
+
+DRAFT_KEYS = ("kind", "content", "summary", "source", "memory_id")
+REQUIRED_DRAFT_KEYS = DRAFT_KEYS[:4]
+
+
+@dataclass(frozen=True)
+class MemoryDraft:
+    """One validated append request: a record minus its owner scope and stored time."""
+
+    kind: MemoryKind
+    content: str
+    summary: str
+    source: MemorySource
+    memory_id: str
+
+    def stored(self, user_scope: str, stored_at: datetime) -> StoredMemory:
+        return StoredMemory(self.memory_id, user_scope, self.kind, self.content,
+                            self.summary, self.source, stored_at)
+
+
+def _validate_kind(kind: MemoryKind | str) -> MemoryKind:
+    try:
+        return MemoryKind(kind)
+    except ValueError:
+        allowed = ", ".join(k.value for k in MemoryKind)
+        raise RemoteMemoryValidationError(
+            "kind", f"{kind!r} is not a memory kind", f"use one of: {allowed}"
+        ) from None
+
+
+def validate_draft(
+    *,
+    kind: MemoryKind | str,
+    content: str,
+    summary: str,
+    source: MemorySource | Mapping[str, Any],
+    memory_id: str | None = None,
+) -> MemoryDraft:
+    """Check one append's arguments (every store calls this before touching storage)."""
+    record_kind = _validate_kind(kind)
+    _validated(require_text, content, "content", max_chars=MAX_CONTENT_CHARS)
+    _validated(require_text, summary, "summary", max_chars=MAX_SUMMARY_CHARS, allow_blank=True)
+    if not isinstance(source, MemorySource):
+        source = _validated(MemorySource.from_dict, source)
+    if memory_id is None:
+        memory_id = derive_memory_id(record_kind, source, content)
+    elif not isinstance(memory_id, str) or not MEMORY_ID_PATTERN.fullmatch(memory_id):
+        raise RemoteMemoryValidationError(
+            "memory_id", f"{memory_id!r} is not a valid id",
+            "use 1-128 characters from A-Z a-z 0-9 . _ : -, starting with a letter or "
+            "digit, or pass memory_id=None to derive one",
+        )
+    return MemoryDraft(record_kind, content, summary, source, memory_id)
+
+
+def validate_drafts(drafts: Iterable[Mapping[str, Any]]) -> tuple[MemoryDraft, ...]:
+    """Check a whole batch before anything is written.
+
+    A bad draft raises :class:`RemoteMemoryValidationError` whose field is
+    ``drafts[i].<field>``; an id that appears twice in the batch raises
+    :class:`RemoteMemoryDuplicateError` — the batch is refused as a whole either way.
+    """
+    if isinstance(drafts, (Mapping, str, bytes)) or not isinstance(drafts, Iterable):
+        raise RemoteMemoryValidationError(
+            "drafts", f"must be a list of mappings, got {type(drafts).__name__}",
+            "pass [{'kind': ..., 'content': ..., 'summary': ..., 'source': ...}, ...]; "
+            "use append() for a single record",
+        )
+    checked: list[MemoryDraft] = []
+    for index, draft in enumerate(drafts):
+        label = f"drafts[{index}]"
+        if not isinstance(draft, Mapping):
+            raise RemoteMemoryValidationError(
+                label, f"must be a mapping, got {type(draft).__name__}",
+                f"give each draft the keys of append(): {', '.join(DRAFT_KEYS)}",
+            )
+        unknown = sorted(str(key) for key in draft if key not in DRAFT_KEYS)
+        if unknown:
+            raise RemoteMemoryValidationError(
+                label, f"has unknown key(s) {', '.join(unknown)}",
+                f"use only the keys of append(): {', '.join(DRAFT_KEYS)}",
+            )
+        missing = [key for key in REQUIRED_DRAFT_KEYS if key not in draft]
+        if missing:
+            raise RemoteMemoryValidationError(
+                f"{label}.{missing[0]}", "is required",
+                f"every draft needs {', '.join(REQUIRED_DRAFT_KEYS)} (memory_id is optional)",
+            )
+        try:
+            checked.append(validate_draft(**draft))
+        except RemoteMemoryValidationError as exc:
+            raise RemoteMemoryValidationError(f"{label}.{exc.field}", exc.problem,
+                                              exc.fix) from None
+    first_seen: dict[str, int] = {}
+    for index, draft in enumerate(checked):
+        first = first_seen.setdefault(draft.memory_id, index)
+        if first != index:
+            raise RemoteMemoryDuplicateError(
+                f"drafts[{index}].memory_id {draft.memory_id!r} repeats drafts[{first}]; "
+                "nothing from this batch was stored — a batch may hold each id once"
+            )
+    return tuple(checked)
+
+
+def stamp_now(clock: Clock) -> datetime:
+    """The stored time of the next record (or batch): one ``clock.now()``, validated."""
+    return _validated(parse_timestamp, clock.now(), field="clock.now()")
+
+
+def duplicate_message(memory_id: str, store_name: str, index: int | None = None) -> str:
+    """Why an append was refused as a duplicate, and what to do (same for both stores)."""
+    if index is None:
+        return (f"memory_id {memory_id!r} is already stored in {store_name}; the store is "
+                "unchanged; records are immutable — use a new id for new content")
+    return (f"drafts[{index}].memory_id {memory_id!r} is already stored in {store_name}; "
+            "nothing from this batch was stored — drop that draft or give it a new id, "
+            "then retry the batch")
+
+
+def record_from_object(obj: Any) -> StoredMemory:
+    """Decode one stored JSON object; a ``ValueError`` says what is wrong with it.
+
+    Callers add *where* (a line, a row) and raise their corruption error.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    try:
+        return StoredMemory.from_dict(obj)
+    except (KeyError, ValueError, TypeError, InvalidInputError) as exc:
+        problem = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"not a stored memory ({problem})") from None
+
+
+class RemoteMemoryStore:
+    """Append-only, user-scoped record store backed by one JSONL file (``path``).
+
+    Reads follow the file: the first read decodes it once and builds the id index;
+    later reads and appends decode only the bytes appended since (by this or any
+    other process), so an append costs the same in a store of 10 or 100,000 records.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        user_id: str,
+        clock: Clock | None = None,
+        lock_factory: LockFactory = file_lock,
+    ) -> None:
+        self.user_scope = _validated(scope_digest, user_id, field="user_id")
+        self.clock = resolve_clock(clock)
+        self._log: JsonlLog[StoredMemory] = JsonlLog(
+            path,
+            decode=self._decode,
+            corruption_error=RemoteMemoryCorruptionError,
+            lock_factory=lock_factory,
+        )
+        self._records: list[StoredMemory] = []
+        self._by_id: dict[str, StoredMemory] = {}
+        self._latest_profile: StoredMemory | None = None
+        self._batch_ids: set[str] = set()  # ids decoded in the refresh under way
+
+    @property
+    def path(self):
+        return self._log.path
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes this instance has read from disk so far (to show appends don't re-read)."""
+        return self._log.bytes_read
+
+    def __repr__(self) -> str:
+        return f"RemoteMemoryStore({self.path.name!r}, user_scope={self.user_scope!r})"
+
+    # -- reading -----------------------------------------------------------------
+
+    def _decode(self, line: int, obj: dict[str, Any]) -> StoredMemory:
+        name = self.path.name
+        scope = obj.get("user_scope")
+        if not isinstance(scope, str):
+            raise RemoteMemoryCorruptionError(name, line, "not a stored memory (no user_scope)")
+        if scope != self.user_scope:
+            raise RemoteMemoryScopeError(
+                f"{name} line {line}: record belongs to user scope {scope!r}, not "
+                f"{self.user_scope!r}; each user needs their own records file"
+            )
+        try:
+            record = record_from_object(obj)
+        except ValueError as exc:
+            raise RemoteMemoryCorruptionError(name, line, str(exc)) from None
+        if record.memory_id in self._by_id or record.memory_id in self._batch_ids:
+            raise RemoteMemoryCorruptionError(
+                name, line, f"memory_id {record.memory_id!r} is stored twice"
+            )
+        self._batch_ids.add(record.memory_id)
+        return record
+
+    def _catch_up(self) -> None:
+        self._batch_ids.clear()
+        for record in self._log.refresh():
+            self._remember(record)
+
+    def _remember(self, record: StoredMemory) -> None:
+        self._records.append(record)
+        self._by_id[record.memory_id] = record
+        if record.kind is MemoryKind.PROFILE and (
+            self._latest_profile is None
+            or (record.source.captured_at, record.memory_id)
+            > (self._latest_profile.source.captured_at, self._latest_profile.memory_id)
+        ):
+            self._latest_profile = record
+
+    def read_all(self) -> tuple[StoredMemory, ...]:
+        """Every record in this user's file, in storage order."""
+        self._catch_up()
+        return tuple(self._records)
+
+    def get(self, memory_id: str) -> StoredMemory | None:
+        """The record with ``memory_id``, or ``None``."""
+        self._catch_up()
+        return self._by_id.get(memory_id)
+
+    def latest_profile(self) -> StoredMemory | None:
+        """The profile snapshot captured last (ties: greatest ``memory_id``), or ``None``."""
+        self._catch_up()
+        return self._latest_profile
+
+    def __len__(self) -> int:
+        self._catch_up()
+        return len(self._records)
+
+    # -- writing -----------------------------------------------------------------
+
+    def append(
+        self,
+        *,
+        kind: MemoryKind | str,
+        content: str,
+        summary: str,
+        source: MemorySource | Mapping[str, Any],
+        memory_id: str | None = None,
+    ) -> StoredMemory:
+        """Validate, then store one record; raise :class:`RemoteMemoryDuplicateError`
+        if ``memory_id`` (given or derived) is already stored."""
+        draft = validate_draft(kind=kind, content=content, summary=summary, source=source,
+                               memory_id=memory_id)
+        record = draft.stored(self.user_scope, stamp_now(self.clock))
+        with self._log.locked():
+            self._catch_up()
+            if record.memory_id in self._by_id:
+                raise RemoteMemoryDuplicateError(
+                    duplicate_message(record.memory_id, self.path.name))
+            self._log.append(record.to_dict())
+        self._remember(record)
+        return record
+
+    def append_many(self, drafts: Iterable[Mapping[str, Any]]) -> tuple[StoredMemory, ...]:
+        """Store a batch all-or-nothing: each draft is a mapping of :meth:`append`'s
+        keyword arguments.
+
+        Every draft is validated first; then, under one lock, an id already stored
+        refuses the whole batch; otherwise every line goes out in one write and one
+        ``fsync``, with one ``clock.now()`` as the batch's ``stored_at``. (A crash in
+        the middle of that write can still leave a prefix of the batch: a JSONL file
+        has no transactions. :class:`~labmem.recall.sqlite_store.SqliteMemoryStore` has.)
+        """
+        checked = validate_drafts(drafts)
+        if not checked:
+            return ()
+        stored_at = stamp_now(self.clock)
+        records = tuple(draft.stored(self.user_scope, stored_at) for draft in checked)
+        with self._log.locked():
+            self._catch_up()
+            for index, record in enumerate(records):
+                if record.memory_id in self._by_id:
+                    raise RemoteMemoryDuplicateError(
+                        duplicate_message(record.memory_id, self.path.name, index))
+            self._log.append_many([record.to_dict() for record in records])
+        for record in records:
+            self._remember(record)
+        return records

@@ -1,0 +1,168 @@
+"""The ``recall_history`` tool, its default store, and the offline s12 demo.
+
+Side effects are deferred on purpose: importing this module creates nothing. The
+default store under ``$LABMEM_HOME`` (default ``~/.labmem``) for ``$LABMEM_USER_ID``
+is created — and seeded with a few teaching records — the first time
+:func:`default_runtime` or :func:`recall_history` runs.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from labmem.core.clock import Clock, FixedClock
+from labmem.core.provenance import MemorySource, scope_digest
+from labmem.recall.pipeline import RecallEngine, render_recalled_context, render_remote_profile
+from labmem.recall.store import MemoryKind, RemoteMemoryDuplicateError, RemoteMemoryStore
+
+ENV_HOME = "LABMEM_HOME"
+ENV_USER = "LABMEM_USER_ID"
+DEFAULT_USER = "learner"
+
+RECALL_HISTORY_TOOL = {
+    "name": "recall_history",
+    "description": (
+        "Search this user's long-term conversation history. The search cannot see the "
+        "current chat, so write a self-contained query naming the topic (e.g. 'SQLite "
+        "WAL persistence decision'), not 'what we discussed last time'. Returns JSON "
+        "hits with provenance and an explainable score."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "Self-contained description."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
+        },
+        "required": ["query"],
+    },
+}
+
+
+def _record(memory_id, captured_at, title, summary, content, kind="conversation",
+            source_type="conversation_transcript"):
+    return {
+        "memory_id": memory_id,
+        "kind": kind,
+        "summary": summary,
+        "content": content,
+        "source": {"source_id": f"transcript-{memory_id}" if kind == "conversation"
+                   else f"snapshot-{memory_id}",
+                   "source_type": source_type, "title": title, "captured_at": captured_at},
+    }
+
+
+TEACHING_RECORDS: tuple[dict, ...] = (
+    _record("conversation-001", "2026-06-03T09:00:00Z", "project kickoff",
+            "Agreed to build a notebook series on agent memory.",
+            "Kickoff: the series teaches transcript, workspace, user and remote memory."),
+    _record("conversation-002", "2026-07-10T14:30:00Z", "persistence decision",
+            "Selected SQLite WAL for local persistence.",
+            "Compared JSON files and SQLite; chose SQLite in WAL mode for local persistence."),
+    _record("conversation-003", "2026-07-31T12:00:00Z", "layered memory design",
+            "Separated workspace, user and remote memory boundaries.",
+            "Design review (分层记忆): each layer owns its files; recall returns views, "
+            "not copies."),
+    _record("conversation-004", "2026-07-20T08:15:00Z", "测试策略",
+            "用真实子进程测试并发写入。",
+            "讨论了测试策略：并发写入用真实子进程和屏障同时释放来测试。"),
+    _record("conversation-005", "2026-05-18T16:45:00Z", "deadline planning",
+            "Moved the s14 chapter after s13.",
+            "Planning call: compaction depends on artifacts, so s14 follows s13."),
+    _record("conversation-006", "2026-07-28T11:00:00Z", "tokenizer question",
+            "Token estimate counts CJK characters one each.",
+            "Decided on a cheap token estimate: CJK characters count 1, other runs len/4."),
+    _record("profile-001", "2026-07-01T00:00:00Z", "profile snapshot",
+            "", "Prefers concise answers with runnable examples. Writes in English and Chinese.",
+            kind="profile", source_type="profile_snapshot"),
+)
+
+
+def seed_teaching_records(store: RemoteMemoryStore) -> int:
+    """Append the teaching records that are not stored yet; return how many were added."""
+    added = 0
+    for item in TEACHING_RECORDS:
+        try:
+            store.append(kind=MemoryKind(item["kind"]), content=item["content"],
+                         summary=item["summary"], source=MemorySource.from_dict(item["source"]),
+                         memory_id=item["memory_id"])
+            added += 1
+        except RemoteMemoryDuplicateError:
+            pass  # another process seeded it first
+    return added
+
+
+@dataclass(frozen=True)
+class RemoteRuntime:
+    """The default store and engine for one user under one home directory."""
+
+    home: Path
+    store: RemoteMemoryStore
+    engine: RecallEngine
+
+
+def default_home() -> Path:
+    return Path(os.environ.get(ENV_HOME) or Path.home() / ".labmem")
+
+
+def default_runtime(*, home: str | Path | None = None, user_id: str | None = None,
+                    clock: Clock | None = None) -> RemoteRuntime:
+    """Open (creating and seeding on first use) the default remote store."""
+    home = Path(home) if home is not None else default_home()
+    user_id = user_id or os.environ.get(ENV_USER) or DEFAULT_USER
+    path = home / "remote-memory" / f"{scope_digest(user_id)}.jsonl"
+    store = RemoteMemoryStore(path, user_id=user_id, clock=clock)
+    if len(store) == 0:
+        seed_teaching_records(store)
+    return RemoteRuntime(home, store, RecallEngine(store))
+
+
+def recall_history(query: str, limit: int = 5) -> str:
+    """The agent tool: recall from the default store and return the JSON result."""
+    return default_runtime().engine.recall(query, limit=limit).to_json()
+
+
+# -- the offline demo: ``labmem demo s12`` --------------------------------------------
+
+DEMO_NOW = "2026-08-01T12:00:00Z"
+
+
+def run_s12_demo(out: Callable[[str], None] = print) -> None:
+    """The five recall stages on the teaching records, offline and deterministic."""
+    from labmem.recall.pipeline import (
+        build_recall_candidates,
+        normalize_recall_query,
+        stable_rank_recall_candidates,
+    )
+
+    with tempfile.TemporaryDirectory(prefix="labmem-demo-") as tmp:
+        clock = FixedClock(DEMO_NOW)
+        store = RemoteMemoryStore(Path(tmp) / "records.jsonl", user_id="demo-user", clock=clock)
+        seed_teaching_records(store)
+        records = store.read_all()
+        out(f"store: {len(records)} records for user scope {store.user_scope}")
+
+        query = normalize_recall_query("  LAYERED   Memory  ", user_scope=store.user_scope,
+                                       limit=5, issued_at=clock.now())
+        out(f"[1] normalize  text={query.text!r} normalized={query.normalized_text!r} "
+            f"terms={list(query.terms)}")
+        candidates = build_recall_candidates(query, records)
+        searched = sum(1 for r in records if r.kind is MemoryKind.CONVERSATION)
+        out(f"[2] candidate  searched_records={searched} candidate_records={len(candidates)}")
+        hits = stable_rank_recall_candidates(query, candidates, as_of=clock.now())
+        for hit in hits:
+            b = hit.score_breakdown
+            out(f"[3] score      {hit.memory_id}: 0.85*{b.lexical_coverage:.6f} + "
+                f"0.15*{b.recency:.6f} = {b.total:.6f}")
+        out("[4] rank       " + ", ".join(f"#{h.rank} {h.memory_id}" for h in hits))
+        result = RecallEngine(store, clock=clock).recall("  LAYERED   Memory  ")
+        out("[5] render")
+        out(render_recalled_context(result))
+        out("session-start profile:")
+        out(render_remote_profile(store.latest_profile()))
+
+
+DEMOS: dict[str, Callable[..., None]] = {"s12": run_s12_demo}
