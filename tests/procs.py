@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import queue
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-SPAWN = multiprocessing.get_context("spawn")
+_SPAWN = multiprocessing.get_context("spawn")
 
 
 @dataclass(frozen=True)
@@ -49,21 +50,15 @@ def _wait(proc: Any, timeout: float) -> int:
 
 
 @contextlib.contextmanager
-def running(target: Callable, args_for: Callable[[int, Sync], tuple], workers: int = 1, *,
-            timeout: float = 60) -> Iterator[Sync]:
-    """Start ``workers`` processes running ``target(*args_for(i, sync))``; yield the Sync.
-
-    For a test that talks to its workers while they run. On leaving the block every
-    worker must end within ``timeout`` with exit code 0; if the block fails, they are
-    killed at once (a worker waiting at a barrier would otherwise wait for ever).
-    """
-    sync = Sync(SPAWN.Barrier(workers), SPAWN.Barrier(workers), SPAWN.Queue())
-    procs = [SPAWN.Process(target=target, args=args_for(i, sync), name=f"{_name(target)}[{i}]")
+def _started(target, args_for, workers, timeout):
+    """:func:`running`, also yielding the processes (for :func:`run_processes`)."""
+    sync = Sync(_SPAWN.Barrier(workers), _SPAWN.Barrier(workers), _SPAWN.Queue())
+    procs = [_SPAWN.Process(target=target, args=args_for(i, sync), name=f"{_name(target)}[{i}]")
              for i in range(workers)]
     for proc in procs:
         proc.start()
     try:
-        yield sync
+        yield sync, procs
         for proc in procs:
             code = _wait(proc, timeout)
             assert code == 0, f"{proc.name} exited with code {code}"
@@ -74,22 +69,40 @@ def running(target: Callable, args_for: Callable[[int, Sync], tuple], workers: i
                 proc.join()
 
 
+@contextlib.contextmanager
+def running(target: Callable, args_for: Callable[[int, Sync], tuple], workers: int = 1, *,
+            timeout: float = 60) -> Iterator[Sync]:
+    """Start ``workers`` processes running ``target(*args_for(i, sync))``; yield the Sync.
+
+    For a test that talks to its workers while they run. On leaving the block every
+    worker must end within ``timeout`` with exit code 0; if the block fails, they are
+    killed at once (a worker waiting at a barrier would otherwise wait for ever).
+    """
+    with _started(target, args_for, workers, timeout) as (sync, _):
+        yield sync
+
+
 def run_processes(target: Callable, args_for: Callable[[int, Sync], tuple], workers: int = 1,
                   *, expect: int | None = None, timeout: float = 60) -> list:
     """Run ``workers`` processes to the end and return what they put on ``results``.
 
     ``expect`` results are read (default: one per worker), in the order they arrive,
     before the workers are joined: a child cannot exit while what it put is unread.
+    A worker that dies with a non-zero code fails the test at once, not at the timeout.
     """
     count = workers if expect is None else expect
-    with running(target, args_for, workers, timeout=timeout) as sync:
-        got = []
-        try:
-            while len(got) < count:
-                got.append(sync.results.get(timeout=timeout))
-        except queue.Empty:
-            pytest.fail(f"{_name(target)}: {len(got)} of {count} results within {timeout}s"
-                        " (a worker crashed or hung; its stderr is above)")
+    got: list = []
+    with _started(target, args_for, workers, timeout) as (sync, procs):
+        deadline = time.monotonic() + timeout
+        while len(got) < count:
+            try:
+                got.append(sync.results.get(timeout=0.1))
+            except queue.Empty:
+                for proc in procs:
+                    code = proc.exitcode
+                    assert code in (None, 0), f"{proc.name} exited with code {code}"
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{_name(target)}: {len(got)} of {count} results in {timeout}s")
     return got
 
 
@@ -98,6 +111,6 @@ def run_child(target: Callable, *args: Any, timeout: float = 60) -> int:
 
     Not checked here: crash tests expect the code the child died with.
     """
-    proc = SPAWN.Process(target=target, args=args, name=_name(target))
+    proc = _SPAWN.Process(target=target, args=args, name=_name(target))
     proc.start()
     return _wait(proc, timeout)

@@ -17,6 +17,8 @@ from labmem.transcript import (
     TranscriptCorruptionError,
     TranscriptValidationError,
 )
+from tests import transcript_workers
+from tests.procs import run_processes
 
 SHA = "a" * 64
 
@@ -303,11 +305,8 @@ def test_errors_share_the_base():
 
 
 def test_concurrent_writers_get_one_gap_free_sequence(path):
-    from tests import transcript_workers as workers
-    from tests.procs import run_processes
-
-    run_processes(workers.append_transcript_events, lambda w, s: (str(path), w, 25, s.start), 4,
-                  expect=0)
+    run_processes(transcript_workers.append_transcript_events,
+                  lambda w, s: (str(path), w, 25, s.start), 4, expect=0)
     events = Transcript(path).events()
     assert [e["sequence"] for e in events] == list(range(1, 101))
     assert sorted(e["content"] for e in events) == sorted(f"w{w} #{i}" for w in range(4)
