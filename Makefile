@@ -1,7 +1,8 @@
 # labmem — one command to set up and open the lessons, one to set up and test everything.
-#   make lab        create .venv if needed, install pinned deps, open JupyterLab on notebooks/
+#   make lab        create .venv if needed, install pinned deps, open JupyterLab at the start page
+#                   (LAB_ARGS adds flags; the default adds --allow-root when run as root)
 #   make test       create .venv if needed, install pinned deps, run unit tests + strict nbval
-#   make notebooks  re-execute every notebook in place (after changing a chapter)
+#   make notebooks  re-execute every chapter and solution notebook in place (after changing one)
 #   make html       render every chapter to standalone offline HTML under build/
 #   make bench      run the benchmarks in bench/ (not part of the tests)
 #   make lock       re-pin constraints.txt after changing pyproject.toml
@@ -12,27 +13,39 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.labmem-installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check --no-input
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+SOLUTIONS := $(sort $(wildcard solutions/*.ipynb))
+# JupyterLab refuses to start as root without --allow-root (containers run as root).
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
+# The kernel every committed notebook names in its metadata (tests/notebooks checks it).
+KERNEL_DISPLAY_NAME := Python 3 (labmem)
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 
 .PHONY: install lab test notebooks html bench lock lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+$(STAMP): pyproject.toml constraints.txt tools/jupyterlab/overrides.json | $(BIN)/python
 	$(PIP) install -q -c constraints.txt -e '.[dev,online,bench]'
-	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labmem)" >/dev/null
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
+	mkdir -p $(LAB_SETTINGS) && cp tools/jupyterlab/overrides.json $(LAB_SETTINGS)/overrides.json
 	touch $(STAMP)
 
 install: $(STAMP)
 
 lab: install
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/00_start_here.ipynb
 
 test: install
 	$(BIN)/python -m pytest
 
 notebooks: install
 	cd notebooks && for nb in $(notdir $(NOTEBOOKS)); do \
+	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=300 \
+	    --ExecutePreprocessor.record_timing=False $$nb || exit 1; \
+	done
+	cd solutions && for nb in $(notdir $(SOLUTIONS)); do \
 	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=300 \
 	    --ExecutePreprocessor.record_timing=False $$nb || exit 1; \

@@ -12,9 +12,10 @@ import atexit
 import os
 import shutil
 import tempfile
+import textwrap
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,624 @@ def stacked_bars(ax, labels: Sequence[str], parts: Mapping[str, Sequence[float]]
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.legend(loc="upper right", fontsize=8)
+
+
+# -- the course map ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One notebook of the series: where it sits on the map and what it adds.
+
+    ``column`` is the memory layer (0 = s09 … 5 = s14); ``row`` 0 is the main line,
+    1 a second chapter on the same layer, 2 the chapters that compose every layer.
+    ``minutes`` is (reading, doing the exercises), an estimate for a learner new to it.
+    """
+
+    code: str
+    notebook: str
+    title: str
+    adds: str
+    column: float
+    row: int
+    minutes: tuple[int, int]
+
+
+CHAPTERS: tuple[Chapter, ...] = (
+    Chapter("s09", "s09_transcript.ipynb", "Transcript",
+            "append-only session evidence", 0, 0, (25, 20)),
+    Chapter("s10", "s10_workspace_memory.ipynb", "Workspace memory",
+            "fact log, distill, curated view", 1, 0, (35, 25)),
+    Chapter("s11", "s11_user_memory.ipynb", "User memory",
+            "keyed preferences, scope", 2, 0, (30, 20)),
+    Chapter("s12", "s12_remote_recall.ipynb", "Remote recall",
+            "five recall stages", 3, 0, (35, 25)),
+    Chapter("s12b", "s12b_choosing_a_ranker.ipynb", "Choosing a ranker",
+            "BM25, recall@k, scale", 3, 1, (40, 30)),
+    Chapter("s13", "s13_artifacts.ipynb", "Artifacts",
+            "pointers, leases, cleanup", 4, 0, (35, 25)),
+    Chapter("s14", "s14_context_compaction.ipynb", "Context compaction",
+            "summaries that own no facts", 5, 0, (30, 25)),
+    Chapter("s14 MMU", "s14_context_mmu.ipynb", "The Context MMU",
+            "L0/L1/L2 under a budget", 5, 1, (35, 30)),
+    Chapter("walkthrough", "walkthrough_layered_memory.ipynb", "Layered walkthrough",
+            "every layer, one restart-safe run", 1.5, 2, (20, 15)),
+    Chapter("case study", "case_story_memory.ipynb", "Story memory",
+            "a novel-writing tool's memory", 3.5, 2, (35, 30)),
+)
+
+START_PAGE = "00_start_here.ipynb"
+GLOSSARY = "glossary.md"
+
+
+def reading_order() -> tuple[str, ...]:
+    """The notebooks in the order a learner reads them, the start page first."""
+    return (START_PAGE, *(chapter.notebook for chapter in CHAPTERS))
+
+
+def neighbours(notebook: str) -> tuple[str | None, str | None]:
+    """(previous, next) notebook of ``notebook`` in :func:`reading_order`."""
+    order = reading_order()
+    if notebook not in order:
+        raise ValueError(f"notebook: {notebook!r} is not in the series; "
+                         f"pass one of {', '.join(order)}")
+    i = order.index(notebook)
+    return (order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None)
+
+
+_ROW_COLOURS = ("#dbe9f6", "#fde9c9", "#e3f1de")
+
+
+def draw_chapter_map(chapters: Sequence[Chapter] = CHAPTERS):
+    """The series as a picture: one box per chapter, the layers left to right.
+
+    Arrows follow the main line s09 → s14; a second chapter on a layer hangs below it; the
+    walkthrough and the case study, which use every layer, sit underneath. Returns the
+    figure (the boxes are its ``patches`` of the axes, in ``chapters`` order).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    fig, ax = plt.subplots(figsize=(11.0, 4.8), dpi=FIGURE_DPI)
+    width, height, gap = 1.5, 0.8, 1.75
+    centre = {}
+    for chapter in chapters:
+        x, y = chapter.column * gap, -chapter.row * 1.15
+        centre[chapter.code] = (x, y)
+        ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                    boxstyle="round,pad=0.02", linewidth=1.0,
+                                    edgecolor="#444444", facecolor=_ROW_COLOURS[chapter.row]))
+        ax.text(x, y + 0.2, chapter.code, ha="center", va="center", fontsize=9,
+                fontweight="bold")
+        ax.text(x, y + 0.02, chapter.title, ha="center", va="center", fontsize=8)
+        ax.text(x, y - 0.22, textwrap.fill(chapter.adds, 22), ha="center", va="center",
+                fontsize=7, color="#333333")
+    main = [c for c in chapters if c.row == 0]
+    for left, right in zip(main, main[1:], strict=False):
+        (x0, y0), (x1, y1) = centre[left.code], centre[right.code]
+        ax.add_patch(FancyArrowPatch((x0 + width / 2, y0), (x1 - width / 2, y1),
+                                     arrowstyle="-|>", mutation_scale=10, color="#444444"))
+    for chapter in chapters:
+        if chapter.row == 1:
+            above = next(c for c in main if c.column == chapter.column)
+            (x, y0), (_, y1) = centre[above.code], centre[chapter.code]
+            ax.add_patch(FancyArrowPatch((x, y0 - height / 2), (x, y1 + height / 2),
+                                         arrowstyle="-|>", mutation_scale=10, color="#444444"))
+    ax.text(-gap / 2 + 0.2, -2.3, "uses every\nlayer:", ha="right", va="center", fontsize=8,
+            style="italic")
+    ax.set_xlim(-gap / 2 - 0.9, max(c.column for c in chapters) * gap + gap / 2)
+    ax.set_ylim(-2.8, 0.55)
+    ax.axis("off")
+    ax.set_title("The chapters, layer by layer (read left to right, then the two below)",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# -- drawn diagrams of each chapter's data flow ---------------------------------------------
+#
+# A diagram is data: boxes at grid positions and arrows between them. The drawing code sizes
+# each box from its text, so a picture never depends on a font's exact metrics, and tests can
+# check the data (no overlapping boxes, no arrow to a missing box) like any other figure.
+
+CHAR_WIDTH_PT = 4.6  # average width of one character of the 8 pt sans-serif text
+LINE_HEIGHT_PT = 11.0
+_BOX_STYLES = {
+    # kind: (face colour, edge colour, line style)
+    "step": ("#dbe9f6", "#2b5d8a", "solid"),  # a function or component of the library
+    "store": ("#fde9c9", "#9a6a1f", "solid"),  # a file or table on disk: the truth
+    "view": ("#e3f1de", "#3f7a35", "dashed"),  # derived, rebuilt, never the truth
+    "outside": ("#f0f0f0", "#777777", "solid"),  # the agent, the model, a human
+    "refuse": ("#f8dcdc", "#a33a3a", "solid"),  # an outcome that writes nothing
+}
+KIND_MEANINGS = {"step": "library code", "store": "on disk (the truth)",
+                 "view": "derived view", "outside": "outside the library",
+                 "refuse": "refused / no protection"}
+
+
+@dataclass(frozen=True)
+class Box:
+    """One box: ``label`` (lines split on ``\\n``) centred at grid position (x, y).
+
+    x counts characters from the left, y counts lines downwards from the top.
+    """
+
+    key: str
+    label: str
+    x: float
+    y: float
+    kind: str = "step"
+
+    @property
+    def size(self) -> tuple[float, float]:
+        """(width in characters, height in lines), with a margin around the text."""
+        lines = self.label.split("\n")
+        return max(len(line) for line in lines) + 3.0, len(lines) + 0.9
+
+    def bounds(self) -> tuple[float, float, float, float]:
+        width, height = self.size
+        return self.x - width / 2, self.y - height / 2, self.x + width / 2, self.y + height / 2
+
+
+@dataclass(frozen=True)
+class Arrow:
+    """An arrow from box ``start`` to box ``end``, with an optional label at its middle."""
+
+    start: str
+    end: str
+    label: str = ""
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Diagram:
+    """A chapter's picture, and the sentence that describes it for readers who cannot see it."""
+
+    title: str
+    boxes: tuple[Box, ...]
+    arrows: tuple[Arrow, ...]
+    alt: str
+
+    def box(self, key: str) -> Box:
+        for box in self.boxes:
+            if box.key == key:
+                return box
+        raise KeyError(f"diagram {self.title!r} has no box {key!r}")
+
+    def problems(self) -> list[str]:
+        """What would make the picture wrong: unknown kinds, dangling arrows, overlaps."""
+        keys = [box.key for box in self.boxes]
+        found = [f"duplicate box {k!r}" for k in sorted(set(keys)) if keys.count(k) > 1]
+        found += [f"box {b.key!r} has unknown kind {b.kind!r}" for b in self.boxes
+                  if b.kind not in _BOX_STYLES]
+        found += [f"arrow {a.start!r} -> {a.end!r} names a missing box" for a in self.arrows
+                  if a.start not in keys or a.end not in keys]
+        for i, first in enumerate(self.boxes):
+            for second in self.boxes[i + 1:]:
+                a, b = first.bounds(), second.bounds()
+                if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]:
+                    found.append(f"boxes {first.key!r} and {second.key!r} overlap")
+        for arrow in self.arrows:
+            if arrow.start in keys and arrow.end in keys:
+                found += [f"arrow {arrow.start!r} -> {arrow.end!r} crosses box {key!r}"
+                          for key in self._crossed(arrow)]
+        if not self.alt.strip():
+            found.append("no alt text")
+        return found
+
+    def _crossed(self, arrow: Arrow) -> list[str]:
+        """Boxes other than its ends that the arrow's straight line passes through."""
+        start, end = self.box(arrow.start), self.box(arrow.end)
+        p0, p1 = _edge_point(start, (end.x, end.y)), _edge_point(end, (start.x, start.y))
+        crossed = []
+        for box in self.boxes:
+            if box.key in (arrow.start, arrow.end):
+                continue
+            x0, y0, x1, y1 = box.bounds()
+            for i in range(1, 40):
+                t = i / 40
+                x, y = p0[0] + (p1[0] - p0[0]) * t, p0[1] + (p1[1] - p0[1]) * t
+                if x0 < x < x1 and y0 < y < y1:
+                    crossed.append(box.key)
+                    break
+        return crossed
+
+
+def _edge_point(box: Box, toward: tuple[float, float]) -> tuple[float, float]:
+    """Where the line from ``box``'s centre toward a point leaves the box."""
+    x0, y0, x1, y1 = box.bounds()
+    dx, dy = toward[0] - box.x, toward[1] - box.y
+    if dx == 0 and dy == 0:
+        return box.x, box.y
+    scales = []
+    if dx:
+        scales.append(((x1 if dx > 0 else x0) - box.x) / dx)
+    if dy:
+        scales.append(((y1 if dy > 0 else y0) - box.y) / dy)
+    t = min(s for s in scales if s > 0)
+    return box.x + dx * t, box.y + dy * t
+
+
+def draw_diagram(diagram: Diagram):
+    """Draw ``diagram`` with matplotlib; returns the figure (alt text in ``fig._labmem_alt``)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    problems = diagram.problems()
+    if problems:
+        raise ValueError(f"diagram {diagram.title!r}: {'; '.join(problems)}")
+    left = min(b.bounds()[0] for b in diagram.boxes) - 1
+    right = max(b.bounds()[2] for b in diagram.boxes) + 1
+    top = min(b.bounds()[1] for b in diagram.boxes) - 1.5
+    bottom = max(b.bounds()[3] for b in diagram.boxes) + 2.5  # room for the legend
+    width_in = (right - left) * CHAR_WIDTH_PT / 72
+    height_in = (bottom - top) * LINE_HEIGHT_PT / 72
+    fig, ax = plt.subplots(figsize=(width_in, height_in), dpi=FIGURE_DPI)
+    fig.subplots_adjust(0, 0, 1, 1)
+    for box in diagram.boxes:
+        face, edge, line = _BOX_STYLES[box.kind]
+        x0, y0, x1, y1 = box.bounds()
+        ax.add_patch(FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0.1",
+                                    facecolor=face, edgecolor=edge, linestyle=line,
+                                    linewidth=1.0))
+        ax.text(box.x, box.y, box.label, ha="center", va="center", fontsize=8,
+                linespacing=1.15)
+    for arrow in diagram.arrows:
+        start, end = diagram.box(arrow.start), diagram.box(arrow.end)
+        p0, p1 = _edge_point(start, (end.x, end.y)), _edge_point(end, (start.x, start.y))
+        ax.add_patch(FancyArrowPatch(p0, p1, arrowstyle="-|>", mutation_scale=9,
+                                     color="#444444", linewidth=0.9,
+                                     linestyle="--" if arrow.dashed else "-"))
+        if arrow.label:
+            ax.text((p0[0] + p1[0]) / 2, (p0[1] + p1[1]) / 2, arrow.label, ha="center",
+                    va="center", fontsize=7, color="#333333",
+                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
+                          "edgecolor": "none", "alpha": 0.9})
+    ax.text(left + 0.5, top + 0.6, diagram.title, ha="left", va="center", fontsize=9,
+            fontweight="bold")
+    x = left + 0.5
+    for kind in dict.fromkeys(box.kind for box in diagram.boxes):  # a legend, in order of use
+        face, edge, line = _BOX_STYLES[kind]
+        ax.add_patch(FancyBboxPatch((x, bottom - 1.6), 2.0, 0.8, boxstyle="round,pad=0.05",
+                                    facecolor=face, edgecolor=edge, linestyle=line))
+        ax.text(x + 2.6, bottom - 1.2, KIND_MEANINGS[kind], ha="left", va="center", fontsize=7)
+        x += len(KIND_MEANINGS[kind]) + 6
+    ax.set_xlim(left, right)
+    ax.set_ylim(bottom, top)  # y grows downwards, like the text it replaces
+    ax.axis("off")
+    fig._labmem_alt = diagram.alt
+    return fig
+
+
+def _diagram(title: str, alt: str, boxes: Iterable[tuple], arrows: Iterable[tuple]) -> Diagram:
+    return Diagram(title, tuple(Box(*b) for b in boxes), tuple(Arrow(*a) for a in arrows), alt)
+
+
+DIAGRAMS: Mapping[str, Diagram] = {
+    "s09": _diagram(
+        "s09: one append-only log, three ways to read it",
+        "The agent appends each event to session-1.jsonl, one fsynced line per event that is "
+        "never rewritten. Three readers use the log: replay_state folds it into a window of "
+        "messages (derived, never stored), lookup returns one event for s14's source "
+        "resolver, and select_memory_candidate returns a source pointer with a summary and a "
+        "reason but no content.",
+        [("agent", "agent turn", 8, 3, "outside"),
+         ("append", "append(event)", 30, 3),
+         ("log", "session-1.jsonl\none line per event,\nfsync'd, never rewritten", 62, 3,
+          "store"),
+         ("replay", "replay_state(max_items)\n→ messages (window), title,\nfile snapshots, "
+                    "counts,\nnext_sequence", 20, 12, "view"),
+         ("lookup", "lookup(event_id)\n→ one record\n(for s14's source resolver)", 55, 12),
+         ("select", "select_memory_candidate(\nevent_id, summary, reason)\n→ MemorySource + "
+                    "summary\n+ reason (no content)", 90, 12)],
+        [("agent", "append"), ("append", "log"), ("log", "replay", "fold"),
+         ("log", "lookup"), ("log", "select")]),
+    "s10": _diagram(
+        "s10: facts are logged, memory is distilled",
+        "The agent appends facts to one JSONL file per day. distill reads only files up to the "
+        "cutoff day and applies the rules: a fact must be old enough and of a stable kind; an "
+        "unkeyed fact is promoted when important or repeated; a keyed rival needs two newer "
+        "independent evidence ids, and equally strong rivals become a conflict. curated.json "
+        "is the canonical result, which a human may resolve; MEMORY.md and the agent's context "
+        "are projections of it.",
+        [("agent", "agent", 6, 3, "outside"),
+         ("daily", "daily/2026-06-02.jsonl\ndaily/2026-06-03.jsonl …\none fact per line, "
+                   "fsync'd,\nevery line carries the scope", 40, 3, "store"),
+         ("distill", "distill(policy, as_of)\nonly files up to the cutoff day", 40, 11),
+         ("rules", "old enough? stable kind?\nunkeyed: importance ≥ 4 or ≥ 2 evidence ids\n"
+                   "keyed: a rival needs ≥ 2 newer evidence ids;\nequally strong rivals → "
+                   "CONFLICT", 40, 19),
+         ("wait", "not yet: wait\n(or never, if not a stable kind)", 90, 19, "refuse"),
+         ("curated", "curated.json\nentries, revision chains,\nconflict cases (canonical)",
+          40, 28, "store"),
+         ("human", "human: resolve_conflict\n(audit line first:\nresolutions.jsonl)", 90, 28,
+          "outside"),
+         ("memorymd", "MEMORY.md\n(projection; hand edits\nare repaired)", 18, 37, "view"),
+         ("context", "get_context_for_agent()\n= projection + newest\nunkeyed facts", 62, 37,
+          "view")],
+        [("agent", "daily", "append_fact()"), ("daily", "distill"), ("distill", "rules"),
+         ("rules", "wait", "no"), ("rules", "curated", "promote"), ("human", "curated"),
+         ("curated", "memorymd", "render"), ("curated", "context")]),
+    "s11": _diagram(
+        "s11: one keyed preference write",
+        "set_preference takes the user's lock and reloads preferences.json, refusing another "
+        "user's scope. The same value, expiry and source returns UNCHANGED with no write; an "
+        "older or tombstoned write raises StalePreferenceUpdateError with no write; otherwise "
+        "the revision goes up by one and preferences.json is written. The files under "
+        "users/<scope digest>/ are the truth; MEMORY.md and the agent's context are views that "
+        "drop expired preferences.",
+        [("caller", "set_preference(key, value,\nexpires_at, source_event_id,\nupdated_at)",
+          18, 3, "outside"),
+         ("lock", "take user.lock, reload\npreferences.json\n(refuse another user's scope)",
+          18, 11),
+         ("unchanged", "UNCHANGED\nsame value, expiry, source:\nno write, same revision", 16,
+          20),
+         ("stale", "StalePreferenceUpdateError\nupdated_at ≤ stored, or after\na newer "
+                   "tombstone: no write", 50, 20, "refuse"),
+         ("write", "revision + 1: write\npreferences.json, re-project\nMEMORY.md, unlock",
+          86, 20),
+         ("files", "users/<scope_digest>/\nprofile.json, preferences.json\n(canonical; the "
+                   "id is never on disk)", 58, 30, "store"),
+         ("memorymd", "MEMORY.md\nprofile + ACTIVE preferences", 18, 39, "view"),
+         ("context", "get_context_for_agent(as_of)\nprofile + preferences with\nas_of < "
+                     "expires_at", 86, 39, "view")],
+        [("caller", "lock"), ("lock", "unchanged", "same"), ("lock", "stale", "older"),
+         ("lock", "write", "newer"), ("write", "files"), ("files", "memorymd"),
+         ("files", "context")]),
+    "s12": _diagram(
+        "s12: two paths leave the store",
+        "Transcripts and profile snapshots become StoredMemory records in one user's JSONL "
+        "store. The latest profile record is rendered once at session start. A query goes "
+        "through five stages: normalize into terms, candidates by term overlap with the "
+        "conversation records, an explainable score, a stable rank by total, coverage, time "
+        "and id, and a rendered recalled_context block.",
+        [("source", "transcript / profile snapshot\n(the source)", 16, 3, "outside"),
+         ("store", "RemoteMemoryStore (JSONL, one user)\nStoredMemory(memory_id, user_scope, "
+                   "kind,\ncontent, summary, source, stored_at)", 64, 3, "store"),
+         ("profile", "latest PROFILE record\n→ <remote_profile> at session start", 114, 11,
+          "view"),
+         ("query", '"  LAYERED   Memory  "', 10, 21, "outside"),
+         ("s1", "1 normalize\nRecallQuery(terms)", 35, 21),
+         ("s2", "2 candidate\n(term overlap)", 58, 21),
+         ("s3", "3 score\n(breakdown)", 77, 21),
+         ("s4", "4 stable rank\n(total, coverage,\ntime, id)", 96, 21),
+         ("s5", "5 render\n<recalled_context>", 120, 21, "view")],
+        [("source", "store"), ("store", "s2", "conversation records"),
+         ("store", "profile", "latest profile"), ("query", "s1"), ("s1", "s2"), ("s2", "s3"),
+         ("s3", "s4"), ("s4", "s5")]),
+    "s12b": _diagram(
+        "s12b: only the candidate and score stages change",
+        "The query is normalized into terms. The store's TermIndex maps each term to postings "
+        "of position, term frequency, length and capture time. The union of the query's "
+        "postings is scored all at once by the scorer's estimate; only the shortlist of the k "
+        "best plus ties is explained exactly, term by term; then the stable rank of s12 and "
+        "the render.",
+        [("query", "query text", 8, 3, "outside"),
+         ("norm", "1 normalize → terms", 34, 3),
+         ("store", "store (JSONL or SQLite)", 14, 11, "store"),
+         ("index", "TermIndex: term → postings\n[(position, tf, length, captured_at)]", 60,
+          11),
+         ("estimate", "3a scorer.estimate: every candidate\nat once (numpy); teaching | bm25 |"
+                      " hybrid", 60, 19),
+         ("explain", "3b scorer.explain: the shortlist,\nexact, term by term", 60, 27),
+         ("rank", "4 stable rank\n(total ↓, coverage ↓, captured_at ↓, memory_id ↑)", 40, 35),
+         ("render", "5 render", 96, 35, "view")],
+        [("query", "norm"), ("norm", "index", "terms"), ("store", "index"),
+         ("index", "estimate", "union of the postings"),
+         ("estimate", "explain", "the k best (+ ties)"), ("explain", "rank"),
+         ("rank", "render")]),
+    "s13": _diagram(
+        "s13: a reference is not a copy",
+        "The externalizer keeps small tool output inline and writes large output to its own "
+        "file under tool-results, recorded in artifacts.jsonl. The context gets a pointer with "
+        "source id, summary, digest and a bounded preview; a memory gets a reference with "
+        "summary, digest and source but no body. Every memory write takes a lease in a "
+        "hash-chained journal; reconciliation settles unknown outcomes with the owner; "
+        "cleanup plans read-only and applies under the journal lock after re-hashing.",
+        [("tool", "tool output", 8, 3, "outside"),
+         ("ext", "ToolResultExternalizer\nbash: > 30,000 characters\nothers: > 51,200 bytes",
+          38, 3),
+         ("inline", "small: inline\nin the context", 76, 3, "view"),
+         ("body", "session/tool-results/000001-bash-<sha12>.txt\n(O_EXCL, fsync) + "
+                  "artifacts.jsonl", 38, 12, "store"),
+         ("pointer", "pointer in the context:\nsource id · summary · sha256 ·\nhead/tail "
+                     "preview (≤ 32 KB)", 92, 12, "view"),
+         ("memref", "memory reference: summary ·\ndigest · source (no body, no path)", 92,
+          21, "view"),
+         ("journal", "LeaseJournal: leases.jsonl\nhash-chained, locked, fsynced", 38, 21,
+          "store"),
+         ("owner", "reconcile_pending(owner):\npublished → commit · absent → seal,\nabort · "
+                   "unknown → wait", 92, 30, "outside"),
+         ("plan", "plan_cleanup (read-only)\n→ a decision per file", 22, 30),
+         ("apply", "apply_cleanup: journal lock,\nre-hash, unlink", 38, 38)],
+        [("tool", "ext"), ("ext", "inline", "small"), ("ext", "body", "large"),
+         ("body", "pointer"), ("pointer", "memref", "memory write"),
+         ("memref", "journal", "lease first"), ("journal", "owner", "pending", True),
+         ("journal", "plan", "protected"), ("plan", "apply")]),
+    "s13_leases": _diagram(
+        "s13: the life of a lease",
+        "A lease starts PREPARED and protects its artifact. When the publisher succeeds it "
+        "becomes COMMITTED, still protecting; releasing it ends protection. A rejected "
+        "publication, or an owner that answers absent after sealing the transaction, aborts "
+        "it. After a crash or an unknown outcome the lease stays PREPARED and keeps "
+        "protecting until reconciliation settles it.",
+        [("prepared", "PREPARED\n(protects)", 12, 4),
+         ("committed", "COMMITTED\n(protects)", 50, 4),
+         ("released", "RELEASED\n(cleanup may go)", 88, 4, "refuse"),
+         ("aborted", "ABORTED\n(never protects)", 50, 14, "refuse"),
+         ("crash", "crash or unknown outcome:\nstays PREPARED,\nstill protects", 12, 15,
+          "outside")],
+        [("prepared", "committed", "published"), ("committed", "released", "release"),
+         ("prepared", "aborted", "rejected / absent"),
+         ("crash", "prepared", "restart: fold", True)]),
+    "s14_compaction": _diagram(
+        "s14: a summary does not own facts",
+        "Replayed transcript messages are copied and compacted in four layers: tool result "
+        "truncation, file read dedup, turn pruning and a conversation summary written by a "
+        "summarizer that may lie. The durable context state of facts, pending items and "
+        "evidence bypasses compaction; its source pointers are re-resolved by a fresh resolver "
+        "on every assembly, and anything not available is rendered as unavailable.",
+        [("transcript", "transcript (s09)", 10, 3, "store"),
+         ("messages", "messages\n(a copy)", 34, 3, "view"),
+         ("compact", "compact_context\n[1] tool_result_truncation\n[2] file_read_dedup\n"
+                     "[3] turn_pruning\n[4] conversation_summary", 62, 5),
+         ("summarizer", "summarizer\n(may lie)", 98, 5, "outside"),
+         ("compacted", "compacted messages", 62, 15, "view"),
+         ("durable", "DurableContextState\n(facts, pending, evidence)", 24, 21, "store"),
+         ("render", "render_durable_context", 62, 24),
+         ("prompt", "next prompt", 100, 20, "outside"),
+         ("resolver", "SourcePointerResolver (fresh,\nevery assembly): transcript.lookup,\n"
+                      "externalizer.verify → available |\nmissing | denied | corrupt | "
+                      "unsupported", 24, 31)],
+        [("transcript", "messages", "replay"), ("messages", "compact"),
+         ("summarizer", "compact", "layer 4"), ("compact", "compacted"),
+         ("compacted", "prompt"), ("durable", "render", "unchanged"), ("render", "prompt"),
+         ("durable", "resolver", "pointers"), ("resolver", "render", "status")]),
+    "s14_mmu": _diagram(
+        "s14: long-term memory keeps, the MMU loads",
+        "A succeeded task outcome with evidence passes the write gate into a canonical "
+        "MemoryRecord; a Page is derived from it and starts COLD with metadata and its L0 "
+        "abstract. A query is filtered by scope, matched through the term index, scored on "
+        "factors and cut to the top k; the best COLD pages are promoted to WARM (L1) and the "
+        "top of those to HOT (L2). Each promotion must fit the budget, evicting by keep score "
+        "or being rejected, and the ledger sums what is charged.",
+        [("outcome", "task outcome\n(succeeded + evidence)", 12, 3, "outside"),
+         ("gate", "write gate\n(planned / failed refused)", 42, 3),
+         ("record", "MemoryRecord\nrecords.jsonl: canonical,\nsurvives restart", 74, 3,
+          "store"),
+         ("page", "Page: id, scope, factor inputs\nCOLD: metadata + L0", 74, 11, "view"),
+         ("query", "query", 6, 19, "outside"),
+         ("pipeline", "scope filter → term index →\ncandidates → factor score →\nheap top-k",
+          34, 19),
+         ("promote", "promote best COLD → WARM (L1)\nre-rank; top l2_top_k WARM → HOT (L2)",
+          78, 20),
+         ("budget", "every promotion: need ≤ budget − used,\nelse evict by keep score, else "
+                    "REJECT", 78, 28, "refuse"),
+         ("ledger", "ledger: token_used = Σ charged\n(HOT: L2, WARM: L1) ≤ budget", 30, 30,
+          "view")],
+        [("outcome", "gate"), ("gate", "record", "stored"), ("record", "page", "derive"),
+         ("query", "pipeline"), ("page", "pipeline", "candidates"), ("pipeline", "promote"),
+         ("promote", "budget"), ("budget", "ledger", "charge")]),
+    "walkthrough": _diagram(
+        "The walkthrough: every layer, then a restart, then the context",
+        "s09: a transcript event is selected as a candidate and stored as an s12 record, "
+        "which recall finds. s10: a workspace log is distilled into a curated view. s11: a "
+        "keyed preference stays in its user's scope. s13: an artifact gets a pointer with a "
+        "digest, a retention claim and a lease. Then every object is dropped and rebuilt from "
+        "disk. s14: transcript messages are compacted by a lying summarizer while the durable "
+        "state, re-verified by a fresh source resolver, is rendered unchanged.",
+        [("t", "s09 transcript", 10, 3, "store"), ("cand", "candidate", 32, 3),
+         ("stored", "s12 StoredMemory", 54, 3, "store"), ("hit", "RecallHit", 78, 3, "view"),
+         ("ws", "s10 workspace log", 10, 9, "store"), ("cur", "curated view", 36, 9, "view"),
+         ("pref", "s11 keyed preference\n(scope isolation)", 70, 9, "store"),
+         ("art", "s13 artifact", 10, 15, "store"), ("ptr", "pointer + digest", 34, 15, "view"),
+         ("claim", "retention claim", 58, 15), ("lease", "lease journal\nprepare → publish → "
+                                                         "commit", 88, 15, "store"),
+         ("restart", "drop every object; rebuild fresh instances from disk", 50, 21,
+          "outside"),
+         ("msgs", "s14 transcript messages", 14, 27, "view"),
+         ("comp", "lossy compaction\n(lying summarizer)", 44, 27),
+         ("durable", "DurableContextState", 72, 27, "store"), ("render", "render", 96, 27),
+         ("resolver", "fresh SourcePointerResolver\n→ available | missing | …", 72, 33)],
+        [("t", "cand", "select"), ("cand", "stored"), ("stored", "hit", "recall"),
+         ("ws", "cur", "distill"), ("art", "ptr"), ("ptr", "claim"), ("claim", "lease"),
+         ("msgs", "comp"), ("durable", "render"), ("resolver", "render")]),
+    "case_study": _diagram(
+        "Case study: the memory of a serialized-novel writing tool",
+        "A chapter result, its summary with foreshadowing and the next outline come in. "
+        "commit_chapter writes the SQLite chapter index, the summaries, state.json, and "
+        "through MemoryWriter the scratchpad, whose items are upserted by dedup key and "
+        "compacted past a threshold. build_memory_pack reads all of them and the outline and "
+        "builds the next chapter's prompt within a token budget.",
+        [("result", "chapter result (JSON)", 12, 3, "outside"),
+         ("summary", "summary + foreshadowing", 44, 3, "outside"),
+         ("adapter", "MemoryContractAdapter.commit_chapter", 44, 10),
+         ("index", "index.db (SQLite)\nstate changes, relationships,\nappearances", 12, 30,
+          "store"),
+         ("writer", "MemoryWriter\nupsert by dedup key", 46, 18),
+         ("summaries", "summaries/chNNN.md", 74, 18, "store"),
+         ("state", "state.json\nprotagonist, progress,\nplot threads", 100, 18, "store"),
+         ("pad", "memory_scratchpad.json\nactive / outdated / contradicted\n(compactor past "
+                 "a threshold)", 46, 26, "store"),
+         ("outline", "outline of the\nnext chapter", 112, 30, "outside"),
+         ("orchestrator", "MemoryOrchestrator.build_memory_pack(chapter, outline, budget)\n"
+                          "working · episodic · semantic · active constraints ·\nrecent "
+                          "changes · warnings · cut · stats", 56, 36),
+         ("prompt", "the prompt for the next chapter\n(≤ budget tokens)", 56, 44, "view")],
+        [("result", "adapter"), ("summary", "adapter"), ("adapter", "index"),
+         ("adapter", "writer"), ("adapter", "summaries"), ("adapter", "state"),
+         ("writer", "pad"), ("index", "orchestrator"), ("pad", "orchestrator"),
+         ("summaries", "orchestrator"), ("state", "orchestrator"),
+         ("outline", "orchestrator"), ("orchestrator", "prompt")]),
+}
+
+
+def draw_grid(rows: Sequence[str], columns: Sequence[str], cells: Mapping[tuple[str, str], str],
+              *, title: str, alt: str, row_label: str = "", column_label: str = ""):
+    """A labelled matrix: ``cells[(row, column)]`` is written in that cell and shaded; cells
+    without an entry stay blank. (The MMU's residency × level grid is one.)"""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    unknown = [key for key in cells if key[0] not in rows or key[1] not in columns]
+    if unknown:
+        raise ValueError(f"cells: {unknown[0]!r} is not a (row, column) of this grid")
+    fig, ax = plt.subplots(figsize=(1.8 + 2.0 * len(columns), 0.9 + 0.75 * len(rows)),
+                           dpi=FIGURE_DPI)
+    for i, row in enumerate(rows):
+        for j, column in enumerate(columns):
+            text = cells.get((row, column), "")
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor="#dbe9f6" if text else "white",
+                                   edgecolor="#555555"))
+            if text:
+                ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8)
+    ax.set_xticks([j + 0.5 for j in range(len(columns))], list(columns))
+    ax.set_yticks([i + 0.5 for i in range(len(rows))], list(rows))
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    ax.set_xlim(-0.02, len(columns) + 0.02)
+    ax.set_ylim(len(rows) + 0.02, -0.02)
+    ax.set_xlabel(column_label)
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel(row_label)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_title(title, fontsize=9, pad=24)
+    fig.tight_layout()
+    fig._labmem_alt = alt
+    return fig
+
+
+def draw_message_views(views: Mapping[str, Sequence[tuple[str, int, str]]], *, title: str,
+                       alt: str):
+    """The message list as it stands after each step, side by side.
+
+    ``views`` maps a step's name to its messages as (role, tokens, short note); each message
+    is a bar whose length is its tokens, coloured by role, with the note beside it.
+    """
+    import matplotlib.pyplot as plt
+
+    colours = {"user": "#4c78a8", "assistant": "#f58518", "tool": "#54a24b",
+               "system": "#b279a2"}
+    names = list(views)
+    most = max((len(messages) for messages in views.values()), default=0)
+    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 0.6 + 0.32 * most),
+                             dpi=FIGURE_DPI, sharey=True, squeeze=False)
+    widest = max((t for messages in views.values() for _, t, _ in messages), default=1)
+    for ax, name in zip(axes[0], names, strict=True):
+        for i, (role, tokens, note) in enumerate(views[name]):
+            ax.barh(i, tokens, color=colours.get(role, "#999999"), height=0.7)
+            ax.text(widest * 0.02, i, f"{role}: {note}" if note else role, va="center",
+                    fontsize=6.5, color="black",
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 0.5})
+        total = sum(tokens for _, tokens, _ in views[name])
+        ax.set_title(f"{name}\n{len(views[name])} messages, {total} tokens", fontsize=8)
+        ax.set_xlim(0, widest * 1.05)
+        ax.set_ylim(most - 0.5, -0.5)
+        ax.set_yticks([])
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("tokens", fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig._labmem_alt = alt
+    return fig

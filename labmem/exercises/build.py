@@ -74,7 +74,7 @@ class BuildExercise:
     inputs: st.SearchStrategy[tuple]
     hint: str
     project: Callable[[Any], Any] = field(default=lambda value: value)
-    describe: Callable[[tuple], str] = field(default=lambda args: show(args))
+    describe: Callable[[tuple], str] = field(default=lambda args: _describe(args))
 
     @property
     def title(self) -> str:
@@ -108,6 +108,11 @@ class BuildExercise:
         return Feedback(self.title, False,
                         f"on {self.describe(example)} yours {mine_p}, the library's {ours_p}. "
                         f"Hint: {self.hint}")
+
+
+def _describe(args: tuple) -> str:
+    """Arguments as the learner would write them: one argument bare, several comma-separated."""
+    return ", ".join(show(arg) for arg in args)
 
 
 def _safe_project(project: Callable[[Any], Any], value: Any) -> Any:

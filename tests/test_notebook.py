@@ -1,0 +1,72 @@
+"""labmem.notebook's drawings are data first: the data is checked, then the figure."""
+
+from __future__ import annotations
+
+import pytest
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+
+from labmem.notebook import (DIAGRAMS, Arrow, Box, Diagram, draw_diagram, draw_grid,
+                             draw_message_views)
+
+
+@pytest.mark.parametrize("name", sorted(DIAGRAMS))
+def test_every_chapter_diagram_is_drawable(name):
+    diagram = DIAGRAMS[name]
+    assert diagram.problems() == []
+    fig = draw_diagram(diagram)
+    (ax,) = fig.axes
+    kinds = {box.kind for box in diagram.boxes}
+    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    assert len(boxes) == len(diagram.boxes) + len(kinds)  # the boxes, then one legend swatch
+    assert sum(isinstance(p, FancyArrowPatch) for p in ax.patches) == len(diagram.arrows)
+    shown = {t.get_text() for t in ax.texts}
+    assert {box.label for box in diagram.boxes} <= shown
+    assert fig._labmem_alt == diagram.alt and len(diagram.alt) > 80
+
+
+def test_the_chapters_have_their_pictures():
+    assert {"s09", "s10", "s11", "s12", "s12b", "s13", "s13_leases", "s14_compaction",
+            "s14_mmu", "walkthrough", "case_study"} <= set(DIAGRAMS)
+
+
+def _boxes(*boxes, arrows=()):
+    return Diagram("t", tuple(boxes), tuple(arrows), "a picture of two boxes")
+
+
+def test_a_box_is_sized_from_its_text():
+    assert Box("a", "abc\nlonger line", 10, 5).size == (14.0, 2.9)
+
+
+@pytest.mark.parametrize("diagram, expected", [
+    (_boxes(Box("a", "one", 5, 1), Box("b", "two", 6, 1)), "overlap"),
+    (_boxes(Box("a", "one", 5, 1), arrows=[Arrow("a", "z")]), "missing box"),
+    (_boxes(Box("a", "one", 5, 1), Box("a", "two", 50, 1)), "duplicate box"),
+    (_boxes(Box("a", "one", 5, 1, kind="cloud")), "unknown kind"),
+    (_boxes(Box("a", "one", 0, 1), Box("m", "middle", 20, 1), Box("b", "two", 40, 1),
+            arrows=[Arrow("a", "b")]), "crosses box 'm'"),
+    (Diagram("t", (Box("a", "one", 5, 1),), (), " "), "no alt text"),
+])
+def test_problems_are_found(diagram, expected):
+    assert any(expected in problem for problem in diagram.problems())
+    with pytest.raises(ValueError, match=expected):
+        draw_diagram(diagram)
+
+
+def test_a_grid_shades_exactly_its_cells():
+    fig = draw_grid(["HOT", "COLD"], ["L0", "L2"], {("HOT", "L2"): "loaded"}, title="g",
+                    alt="one loaded cell")
+    (ax,) = fig.axes
+    cells = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(cells) == 4
+    assert sum(p.get_facecolor()[:3] != (1.0, 1.0, 1.0) for p in cells) == 1
+    with pytest.raises(ValueError, match="not a"):
+        draw_grid(["HOT"], ["L0"], {("WARM", "L0"): "x"}, title="g", alt="bad")
+
+
+def test_message_views_put_one_bar_per_message():
+    views = {"before": [("user", 10, "ask"), ("tool", 400, "output")],
+             "after": [("user", 10, "ask"), ("tool", 40, "truncated")]}
+    fig = draw_message_views(views, title="v", alt="two steps")
+    left, right = fig.axes
+    assert [len(ax.patches) for ax in (left, right)] == [2, 2]
+    assert right.get_title() == "after\n2 messages, 50 tokens"
