@@ -693,8 +693,8 @@ def draw_grid(rows: Sequence[str], columns: Sequence[str], cells: Mapping[tuple[
     unknown = [key for key in cells if key[0] not in rows or key[1] not in columns]
     if unknown:
         raise ValueError(f"cells: {unknown[0]!r} is not a (row, column) of this grid")
-    fig, ax = plt.subplots(figsize=(1.8 + 2.0 * len(columns), 0.9 + 0.75 * len(rows)),
-                           dpi=FIGURE_DPI)
+    fig, ax = plt.subplots(figsize=(1.8 + 2.0 * len(columns), 1.4 + 0.75 * len(rows)),
+                           dpi=FIGURE_DPI, layout="constrained")
     for i, row in enumerate(rows):
         for j, column in enumerate(columns):
             text = cells.get((row, column), "")
@@ -714,7 +714,6 @@ def draw_grid(rows: Sequence[str], columns: Sequence[str], cells: Mapping[tuple[
     for spine in ax.spines.values():
         spine.set_visible(False)
     ax.set_title(title, fontsize=9, pad=24)
-    fig.tight_layout()
     fig._labmem_alt = alt
     return fig
 
@@ -732,8 +731,8 @@ def draw_message_views(views: Mapping[str, Sequence[tuple[str, int, str]]], *, t
                "system": "#b279a2"}
     names = list(views)
     most = max((len(messages) for messages in views.values()), default=0)
-    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 0.6 + 0.32 * most),
-                             dpi=FIGURE_DPI, sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 1.4 + 0.32 * most),
+                             dpi=FIGURE_DPI, sharey=True, squeeze=False, layout="constrained")
     widest = max((t for messages in views.values() for _, t, _ in messages), default=1)
     for ax, name in zip(axes[0], names, strict=True):
         for i, (role, tokens, note) in enumerate(views[name]):
@@ -749,6 +748,5 @@ def draw_message_views(views: Mapping[str, Sequence[tuple[str, int, str]]], *, t
         ax.tick_params(labelsize=7)
         ax.set_xlabel("tokens", fontsize=7)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
     fig._labmem_alt = alt
     return fig

@@ -4,7 +4,8 @@ A :class:`Transcript` is one JSONL file per session. Every event the agent sees 
 does (a message, a tool call and its result, a file snapshot, a title) is appended
 once, with an envelope that numbers it, and is never rewritten. What a model needs
 next — the messages, the title, the latest file snapshots — is *folded* from the
-events by :meth:`Transcript.replay_state` and never written back.
+events by :meth:`Transcript.replay_state` and never written back. The message fold itself
+is the pure function :func:`replay_window`.
 
 Memory does not copy the transcript: :meth:`Transcript.select_memory_candidate`
 returns a small candidate that *points* at one event (its id becomes the source id)
@@ -18,11 +19,11 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
@@ -31,9 +32,9 @@ from labmem.core.storage import JsonlLog, LockFactory, file_lock
 from labmem.core.validation import require_int, require_text
 
 __all__ = [
-    "Transcript", "ReplayState", "TranscriptMemoryCandidate", "TranscriptError",
+    "Transcript", "ReplayState", "ReplayWindow", "TranscriptMemoryCandidate", "TranscriptError",
     "TranscriptValidationError", "TranscriptCorruptionError", "MemorySelectionError",
-    "EVENT_TYPES", "SCHEMA_VERSION",
+    "EVENT_TYPES", "SCHEMA_VERSION", "replay_window",
 ]
 
 SCHEMA_VERSION = 1
@@ -282,51 +283,32 @@ class Transcript:
         """Fold the events into the state a runtime needs; the last ``max_items`` messages."""
         validated_as(TranscriptValidationError, require_int, max_items, "max_items", minimum=1)
         self._catch_up()
-        torn = self._log.torn_tail_bytes > 0
         title: str | None = None
         snapshots: dict[str, str] = {}
         counts: Counter[str] = Counter()
-        folded: list[dict[str, Any]] = []
-        answered = {r["call_id"] for r in self._records if r["type"] == "function_call_result"}
-
-        def add(role: str, block: dict[str, Any]) -> None:
-            if folded and folded[-1]["role"] == role:
-                folded[-1]["content"].append(block)
-            else:
-                folded.append({"role": role, "content": [block]})
-
-        pending = []
+        calls: list[str] = []
+        answered: set[str] = set()
         for record in self._records:
-            kind = record["type"]
-            counts[kind] += 1
-            if kind == "message":
-                add(record["role"], {"type": "text", "text": record["content"]})
-            elif kind == "function_call":
-                if record["call_id"] in answered:
-                    add("assistant", {"type": "tool_use", "id": record["call_id"],
-                                      "name": record["name"], "input": record["arguments"]})
-                else:
-                    pending.append(record["call_id"])  # still running: not replayable yet
-            elif kind == "function_call_result":
-                add("user", {"type": "tool_result", "tool_use_id": record["call_id"],
-                             "content": record["output"]})
-            elif kind == "file-history-snapshot":
+            counts[record["type"]] += 1
+            if record["type"] == "function_call":
+                calls.append(record["call_id"])
+            elif record["type"] == "function_call_result":
+                answered.add(record["call_id"])
+            elif record["type"] == "file-history-snapshot":
                 snapshots[record["path"]] = record["sha256"]
-            elif kind == "ai-title":
+            elif record["type"] == "ai-title":
                 title = record["title"]
-        window = folded[-max_items:]
-        while window and _strip_tool_results(window[0]):
-            window.pop(0)  # a window never starts with an orphaned tool result
+        window = replay_window(self._records, max_items)  # the messages: see replay_window
         return ReplayState(
             session_id=self.session_id,
-            messages=tuple(_plain(message) for message in window),
+            messages=window.messages,
             title=title,
             file_snapshots=MappingProxyType(dict(sorted(snapshots.items()))),
             counts=MappingProxyType(dict(sorted(counts.items()))),
             next_sequence=len(self._records) + 1,
-            torn_tail_ignored=torn,
-            pending_tool_calls=tuple(pending),
-            messages_outside_window=len(folded) - len(window),
+            torn_tail_ignored=self._log.torn_tail_bytes > 0,
+            pending_tool_calls=tuple(c for c in calls if c not in answered),  # still running
+            messages_outside_window=window.left_out,
         )
 
     # -- selecting ---------------------------------------------------------------
@@ -357,6 +339,70 @@ class Transcript:
             captured_at=record["recorded_at"],
         )
         return TranscriptMemoryCandidate(source, summary, reason, record["type"])
+
+
+class ReplayWindow(NamedTuple):
+    """The messages a model gets next, and how many folded messages fell before them.
+
+    A named pair rather than a dataclass, so that a plain ``(messages, left_out)`` tuple
+    compares equal to it.
+    """
+
+    messages: tuple[dict[str, Any], ...]
+    left_out: int
+
+
+def replay_window(events: Iterable[Mapping[str, Any]], max_items: int) -> ReplayWindow:
+    """Fold events into Messages-shaped messages; keep the last ``max_items`` of them.
+
+    This is the whole replay rule, kept pure so that it can be read and tested alone:
+
+    * a ``message`` adds a text block under its role; a ``function_call`` adds an
+      assistant ``tool_use`` block, but only once its result is among ``events`` (a call
+      still running cannot be sent: the API wants every ``tool_use`` answered); a
+      ``function_call_result`` adds a user ``tool_result`` block; other events add none;
+    * consecutive blocks of one role merge into one message;
+    * the window is the last ``max_items`` messages, and its first message loses its
+      ``tool_result`` blocks — their ``tool_use`` is in the message before, outside the
+      window — and is dropped if nothing is left of it;
+    * a message whose only block is text carries it as a plain string.
+
+    ``left_out`` counts the folded messages that are not in the window. ``events`` may be
+    payloads or stored records (the envelope is ignored) and are never modified.
+    """
+    validated_as(TranscriptValidationError, require_int, max_items, "max_items", minimum=1)
+    events = list(events)
+    answered = {e["call_id"] for e in events if e["type"] == "function_call_result"}
+    folded: list[dict[str, Any]] = []
+    for event in events:
+        replayed = _replayed_block(event, answered)
+        if replayed is None:
+            continue
+        role, block = replayed
+        if folded and folded[-1]["role"] == role:
+            folded[-1]["content"].append(block)
+        else:
+            folded.append({"role": role, "content": [block]})
+    window = folded[-max_items:]
+    while window and _strip_tool_results(window[0]):
+        window.pop(0)  # a window never starts with an orphaned tool result
+    return ReplayWindow(tuple(_plain(message) for message in window),
+                        len(folded) - len(window))
+
+
+def _replayed_block(event: Mapping[str, Any],
+                    answered: set[str]) -> tuple[str, dict[str, Any]] | None:
+    """The (role, content block) one event adds to the replay, or ``None``."""
+    kind = event["type"]
+    if kind == "message":
+        return event["role"], {"type": "text", "text": event["content"]}
+    if kind == "function_call" and event["call_id"] in answered:
+        return "assistant", {"type": "tool_use", "id": event["call_id"],
+                             "name": event["name"], "input": event["arguments"]}
+    if kind == "function_call_result":
+        return "user", {"type": "tool_result", "tool_use_id": event["call_id"],
+                        "content": event["output"]}
+    return None  # reasoning, snapshots, titles and calls still running are not replayed
 
 
 def _strip_tool_results(message: dict[str, Any]) -> bool:

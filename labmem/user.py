@@ -12,6 +12,7 @@ that counts from 1; a write whose state ``(value, expires_at, source_event_id)``
 the stored one is ``unchanged`` (no write, no new revision), and a *changing* write
 whose ``updated_at`` is not later than the stored one is refused as stale. A delete
 leaves a tombstone stamped ``deleted_at``, so an older write cannot resurrect the key.
+That decision is the pure function :func:`preference_write_status`.
 
 Every read-modify-write reloads the snapshots from disk inside the lock, so two
 instances (or two processes) writing to the same user never lose an update.
@@ -59,6 +60,12 @@ __all__ = [
     "UserScopeError",
     "StalePreferenceUpdateError",
     "is_active",
+    "preference_write_status",
+    "CREATED",
+    "UPDATED",
+    "UNCHANGED",
+    "DELETED",
+    "STALE",
 ]
 
 PROFILE_FIELDS = ("name", "preferred_name", "pronouns", "city", "timezone", "notes")
@@ -72,6 +79,7 @@ PROFILE_FORMAT = "labmem.user.profile/v1"
 PREFERENCES_FORMAT = "labmem.user.preferences/v1"
 
 CREATED, UPDATED, UNCHANGED, DELETED = "created", "updated", "unchanged", "deleted"
+STALE = "stale"  # a decision only: a stale write is refused, so it is never a write's status
 
 
 class UserMemoryError(LabmemError):
@@ -174,6 +182,32 @@ class Preference:
                    updated_at=parse_timestamp(data["updated_at"], field="updated_at"),
                    expires_at=ts("expires_at"), source_event_id=data.get("source_event_id"),
                    deleted_at=ts("deleted_at"))
+
+
+def preference_write_status(stored: Preference | None, value: str | None,
+                            expires_at: datetime | None, source_event_id: str | None,
+                            updated_at: datetime) -> str:
+    """What a write of one key does to its ``stored`` state: the revision rule, alone.
+
+    ``value=None`` is a delete (it carries no expiry or source). The order of the two
+    questions matters: *same state?* comes first, so a retried event is ``unchanged``
+    whatever time it carries; only a write that changes something must be *later* than the
+    stored revision (a tombstone included), or it is ``stale`` — an out-of-order event
+    never overwrites a newer choice. Otherwise a set is ``created`` (no live value before)
+    or ``updated``, and a delete is ``deleted``. :class:`UserMemory` acts on this answer.
+    """
+    if stored is not None:
+        if value is None:
+            same = stored.deleted
+        else:
+            same = stored.state == (value, expires_at, source_event_id, False)
+        if same:
+            return UNCHANGED
+        if updated_at <= stored.updated_at:
+            return STALE
+    if value is None:
+        return DELETED
+    return CREATED if stored is None or stored.deleted else UPDATED
 
 
 @dataclass(frozen=True)
@@ -418,10 +452,10 @@ class UserMemory:
             prefs = self._load_preferences()
             profile = self._load_profile()  # checked before anything is written
             old = prefs.get(key)
-            new_state = (value, expires, source_event_id, False)
-            if old is not None and old.state == new_state:
+            status = preference_write_status(old, value, expires, source_event_id, at)
+            if status == UNCHANGED:
                 return PreferenceWrite(UNCHANGED, key, old.value, old.value, old.revision)
-            if old is not None and at <= old.updated_at:
+            if status == STALE:
                 raise StalePreferenceUpdateError(key, at, old.updated_at, old.revision,
                                                  old.deleted)
             revision = 1 if old is None else old.revision + 1
@@ -429,7 +463,6 @@ class UserMemory:
                                     expires_at=expires, source_event_id=source_event_id)
             self._save_preferences(prefs)
             self._project(profile, prefs, now)
-        status = CREATED if old is None or old.deleted else UPDATED
         previous = None if old is None else old.value
         return PreferenceWrite(status, key, previous, value, revision)
 
@@ -447,9 +480,10 @@ class UserMemory:
             prefs = self._load_preferences()
             profile = self._load_profile()  # checked before anything is written
             old = prefs.get(key)
-            if old is not None and old.deleted:
+            status = preference_write_status(old, None, None, None, at)
+            if status == UNCHANGED:
                 return PreferenceWrite(UNCHANGED, key, None, None, old.revision)
-            if old is not None and at <= old.updated_at:
+            if status == STALE:
                 raise StalePreferenceUpdateError(key, at, old.updated_at, old.revision, False)
             revision = 1 if old is None else old.revision + 1
             prefs[key] = Preference(key=key, value=None, revision=revision, updated_at=at,

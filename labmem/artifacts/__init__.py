@@ -4,18 +4,21 @@ Modules, in the order an artifact lives::
 
     externalize  ToolResultExternalizer: the body on disk, a pointer with a digest in memory
     leases       LeaseJournal: a hash-chained journal of who still needs an artifact
-    cleanup      plan_cleanup / apply_cleanup: reference-aware, two-phase, re-verified
+    cleanup      plan_cleanup / apply_cleanup: reference-aware, two-phase, re-verified;
+                 cleanup_reason: the rule for one file, a pure function of its ArtifactFacts
 
 Importing this package does no I/O.
 """
 
 from labmem.artifacts.cleanup import (
+    ArtifactFacts,
     CleanupDecision,
     CleanupError,
     CleanupPlan,
     CleanupPolicy,
     CleanupReport,
     apply_cleanup,
+    cleanup_reason,
     plan_cleanup,
 )
 from labmem.artifacts.externalize import (
@@ -56,6 +59,6 @@ __all__ = [
     "LeaseCorruptionError", "LeaseJournal", "LeaseJournalError", "LeasePhase", "LeaseRecovery",
     "LeaseTransitionError", "LeaseValidationError", "OwnerStatus", "PublicationRejected",
     "ReconciliationReport", "ReferenceOwner", "RetentionClaim", "RetentionLease",
-    "CleanupDecision", "CleanupError", "CleanupPlan", "CleanupPolicy", "CleanupReport",
-    "apply_cleanup", "plan_cleanup",
+    "ArtifactFacts", "CleanupDecision", "CleanupError", "CleanupPlan", "CleanupPolicy",
+    "CleanupReport", "apply_cleanup", "cleanup_reason", "plan_cleanup",
 ]

@@ -5,6 +5,11 @@ prepared or committed lease protects it, it is older than the orphan TTL (by the
 creation time recorded when it was written — never its mtime), its bytes still match
 the recorded digest, and it is not over the per-run deletion limit.
 
+The rule for one file is a pure function, :func:`cleanup_reason`: the planner first
+gathers the file's :class:`ArtifactFacts` (lstat, the manifest record, a hash, the
+leases), then asks the rule. Looking and judging are separate, so the rule can be read,
+tested and re-implemented without a file system.
+
 Two phases, because time passes between looking and deleting:
 
 1. :func:`plan_cleanup` reads and decides — one :class:`CleanupDecision` per file,
@@ -33,18 +38,20 @@ from labmem.artifacts.externalize import (
     ToolResultExternalizer,
     file_digest,
 )
-from labmem.artifacts.leases import LeaseJournal, RetentionClaim
+from labmem.artifacts.leases import LeaseJournal, LeasePhase, RetentionClaim, RetentionLease
 from labmem.core.clock import format_timestamp, parse_timestamp
 from labmem.core.errors import InvalidInputError, LabmemError
 from labmem.core.storage import fsync_directory
 
 __all__ = [
+    "ArtifactFacts",
     "CleanupDecision",
     "CleanupError",
     "CleanupPlan",
     "CleanupPolicy",
     "CleanupReport",
     "apply_cleanup",
+    "cleanup_reason",
     "plan_cleanup",
 ]
 
@@ -56,6 +63,11 @@ UNKNOWN = "unknown_name"  # not a recorded artifact (foreign file, or a body wit
 CORRUPT = "corrupt"  # digest disagrees with its record or claim: keep the evidence
 SYMLINK = "symlink_denied"  # never followed, never deleted by cleanup
 ORPHAN = "orphan_expired"  # unreferenced and past the TTL: planned for deletion
+
+#: reason → action. Only an expired orphan is deleted; a symlink is refused outright.
+ACTION_FOR_REASON = {REFERENCED: "retain", RECENT: "retain", OVER_LIMIT: "retain",
+                     UNKNOWN: "retain", CORRUPT: "retain", SYMLINK: "deny", ORPHAN: "delete"}
+FILE_TYPES = ("file", "symlink", "other")
 
 
 class CleanupError(LabmemError, ValueError):
@@ -136,6 +148,54 @@ class CleanupReport:
                 "already_gone": list(self.already_gone), "bytes_freed": self.bytes_freed}
 
 
+@dataclass(frozen=True)
+class ArtifactFacts:
+    """What the planner observed about one entry of ``tool-results/``, before judging it.
+
+    ``file_type`` comes from ``lstat`` (a link is never followed): ``"file"``,
+    ``"symlink"`` or ``"other"`` (a directory, a FIFO…). ``recorded_sha256`` is the digest
+    the manifest recorded for this name — ``None`` when the name is not an artifact name
+    or has no record. ``sha256`` is the digest of the bytes as they are now (``None`` if
+    they were not read). ``age`` is *now* minus the recorded creation time. ``leases``
+    holds ``(phase, claimed sha256)`` for every lease whose claim names this file.
+    """
+
+    file_type: str
+    recorded_sha256: str | None = None
+    sha256: str | None = None
+    age: timedelta | None = None
+    leases: tuple[tuple[LeasePhase, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.file_type not in FILE_TYPES:
+            raise CleanupError(f"facts.file_type: must be one of {FILE_TYPES}, got "
+                               f"{self.file_type!r}")
+        object.__setattr__(self, "leases", tuple(
+            (LeasePhase(phase), digest) for phase, digest in self.leases))
+
+
+def cleanup_reason(facts: ArtifactFacts, orphan_ttl: timedelta) -> str:
+    """Why one file is kept, refused or may go — the first rule that applies wins.
+
+    The order is the argument: a symlink is never judged further; a file we did not
+    write is not ours to delete; changed bytes are evidence, kept before any lease or
+    age is considered; a prepared or committed lease protects whatever its age; and
+    only then does the TTL decide (an artifact exactly ``orphan_ttl`` old has expired).
+    """
+    if facts.file_type == "symlink":
+        return SYMLINK
+    if facts.file_type != "file" or facts.recorded_sha256 is None:
+        return UNKNOWN
+    protecting = [digest for phase, digest in facts.leases if phase.protects]
+    if facts.sha256 != facts.recorded_sha256 or any(d != facts.sha256 for d in protecting):
+        return CORRUPT
+    if protecting:
+        return REFERENCED
+    if facts.age is None or facts.age < orphan_ttl:
+        return RECENT
+    return ORPHAN
+
+
 def _require_now(now: Any) -> datetime:
     try:
         return parse_timestamp(now, field="now")
@@ -156,6 +216,14 @@ def _claims_by_filename(journal: LeaseJournal) -> dict[str, list[RetentionClaim]
     return claims
 
 
+def _leases_by_filename(leases: list[RetentionLease]) -> dict[str, list[tuple[LeasePhase, str]]]:
+    """filename → (phase, claimed digest) of every lease, protecting or not."""
+    by_name: dict[str, list[tuple[LeasePhase, str]]] = {}
+    for lease in leases:
+        by_name.setdefault(lease.claim.filename, []).append((lease.phase, lease.claim.sha256))
+    return by_name
+
+
 def plan_cleanup(*, journal: LeaseJournal, policy: CleanupPolicy | None = None,
                  now: datetime | str) -> CleanupPlan:
     """Decide every file in ``tool-results/`` without changing anything."""
@@ -166,14 +234,15 @@ def plan_cleanup(*, journal: LeaseJournal, policy: CleanupPolicy | None = None,
     now = _require_now(now)
     externalizer = ToolResultExternalizer(journal.session_dir)
     records = {ref.filename: ref for ref in externalizer.references()}
-    claims = _claims_by_filename(journal)
+    all_leases = list(journal.leases().values())
+    leases = _leases_by_filename(all_leases)
     directory = journal.session_dir / TOOL_RESULTS_DIR
     names = sorted(os.listdir(directory)) if directory.is_dir() else []
     decisions: list[CleanupDecision] = []
     deletions = 0
     for name in names:
         try:
-            decision = _decide(directory, name, records.get(name), claims.get(name, []),
+            decision = _decide(directory, name, records.get(name), leases.get(name, []),
                                policy, now)
         except FileNotFoundError:  # removed while we were listing: nothing to decide
             continue
@@ -185,32 +254,35 @@ def plan_cleanup(*, journal: LeaseJournal, policy: CleanupPolicy | None = None,
                 deletions += 1
         decisions.append(decision)
     present = set(names)
-    missing = sorted({claim.source_id for filename, group in claims.items()
-                      if filename not in present for claim in group})
+    missing = sorted({lease.claim.source_id for lease in all_leases
+                      if lease.protects and lease.claim.filename not in present})
     return CleanupPlan(externalizer.session_id, now, tuple(decisions), tuple(missing))
 
 
 def _decide(directory: Any, name: str, record: ArtifactReference | None,
-            claims: list[RetentionClaim], policy: CleanupPolicy,
+            leases: list[tuple[LeasePhase, str]], policy: CleanupPolicy,
             now: datetime) -> CleanupDecision:
+    """Gather one file's facts (hashing only a recorded regular file), then apply the rule."""
     info = os.lstat(directory / name)
     if stat.S_ISLNK(info.st_mode):
-        return CleanupDecision(name, "deny", SYMLINK)
-    if (not stat.S_ISREG(info.st_mode) or record is None
-            or not ARTIFACT_NAME_PATTERN.fullmatch(name)):
-        return CleanupDecision(name, "retain", UNKNOWN, byte_size=info.st_size)
-    digest, info = file_digest(directory / name)
-    age = now - record.created_at
-    base = dict(source_id=record.source_id, byte_size=info.st_size,
-                age_hours=round(age.total_seconds() / 3600, 2))
-    if digest != record.sha256 or any(claim.sha256 != digest for claim in claims):
-        return CleanupDecision(name, "retain", CORRUPT, **base)
-    if claims:
-        return CleanupDecision(name, "retain", REFERENCED, **base)
-    if age < policy.orphan_ttl:
-        return CleanupDecision(name, "retain", RECENT, **base)
-    return CleanupDecision(name, "delete", ORPHAN, **base,
-                           identity=(info.st_dev, info.st_ino, info.st_size, digest))
+        facts = ArtifactFacts("symlink")
+    elif not stat.S_ISREG(info.st_mode):
+        facts = ArtifactFacts("other")
+    elif record is None or not ARTIFACT_NAME_PATTERN.fullmatch(name):
+        facts = ArtifactFacts("file")
+    else:
+        digest, info = file_digest(directory / name)
+        facts = ArtifactFacts("file", record.sha256, digest, now - record.created_at,
+                              tuple(leases))
+    reason = cleanup_reason(facts, policy.orphan_ttl)
+    if reason == SYMLINK:
+        return CleanupDecision(name, ACTION_FOR_REASON[reason], reason)
+    if facts.recorded_sha256 is None:
+        return CleanupDecision(name, ACTION_FOR_REASON[reason], reason, byte_size=info.st_size)
+    identity = ((info.st_dev, info.st_ino, info.st_size, facts.sha256)
+                if reason == ORPHAN else None)
+    return CleanupDecision(name, ACTION_FOR_REASON[reason], reason, record.source_id,
+                           info.st_size, round(facts.age.total_seconds() / 3600, 2), identity)
 
 
 def apply_cleanup(plan: CleanupPlan, *, journal: LeaseJournal,

@@ -3,7 +3,8 @@
 Modules::
 
     compaction  compact_context: four layers over a copy of the messages; durable facts
-                and pending items bypass the summarizer; render_durable_context
+                and pending items bypass the summarizer; render_durable_context;
+                close_tool_pairs: the rule that keeps every tool_use with its tool_result
     sources     SourcePointerResolver: re-resolve every source pointer from its owner
                 (the s09 transcript, the s13 artifacts) on each prompt assembly
 
@@ -21,6 +22,7 @@ from labmem.context.compaction import (
     PendingItem,
     RetrievalEvidence,
     ToolProtocolError,
+    close_tool_pairs,
     compact_context,
     estimate_messages_tokens,
     render_durable_context,
@@ -32,7 +34,7 @@ from labmem.context.sources import STATUSES, SourcePointerResolver, SourceResolu
 __all__ = [
     "LAYERS", "CompactionError", "CompactionPolicy", "CompactionResult", "DurableContextState",
     "DurableFact", "MessageViewLimitExceeded", "PendingItem", "RetrievalEvidence",
-    "ToolProtocolError", "compact_context", "estimate_messages_tokens",
+    "ToolProtocolError", "close_tool_pairs", "compact_context", "estimate_messages_tokens",
     "render_durable_context", "run_layer", "validate_tool_protocol",
     "STATUSES", "SourcePointerResolver", "SourceResolution",
 ]

@@ -13,7 +13,8 @@ a source pointer — never enters the summarizer. It passes through unchanged an
 rendered separately (:func:`render_durable_context`), so a summarizer that lies ("the
 migration is done") can only change the summary, never the facts.
 
-No layer splits a ``tool_use`` from its ``tool_result`` or leaves an empty message, and
+No layer splits a ``tool_use`` from its ``tool_result`` (the layers that drop messages
+keep :func:`close_tool_pairs` of what they chose) or leaves an empty message, and
 a layer whose result is not smaller than its input is discarded (a marker can be longer
 than the short body it would replace).
 """
@@ -24,7 +25,7 @@ import copy
 import json
 import math
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
@@ -38,7 +39,7 @@ from labmem.core.validation import require_int, require_text
 __all__ = [
     "CompactionPolicy", "CompactionResult", "DurableContextState", "DurableFact", "PendingItem",
     "RetrievalEvidence", "ToolProtocolError", "MessageViewLimitExceeded", "CompactionError",
-    "compact_context", "render_durable_context", "estimate_messages_tokens",
+    "close_tool_pairs", "compact_context", "render_durable_context", "estimate_messages_tokens",
     "validate_tool_protocol", "run_layer", "LAYERS",
 ]
 
@@ -350,8 +351,15 @@ def _turn_starts(messages: Sequence[Message]) -> list[int]:
             and any(b["type"] != "tool_result" for b in _blocks(m))]
 
 
-def _close_pairs(messages: Sequence[Message], keep: set[int]) -> set[int]:
-    """Grow ``keep`` until no kept message has its tool partner dropped."""
+def close_tool_pairs(messages: Sequence[Message], keep: Iterable[int]) -> frozenset[int]:
+    """The smallest superset of ``keep`` that splits no tool pair.
+
+    A provider rejects a ``tool_result`` whose ``tool_use`` is gone, and a call left
+    without its result. So when a layer keeps some messages, the partner of every
+    tool block in them must stay too — and a partner's message may hold further tool
+    blocks, so the rule repeats until nothing changes (a fixed point). ``keep`` is
+    not changed; indexes are positions in ``messages``.
+    """
     use_at: dict[str, int] = {}
     result_at: dict[str, int] = {}
     for i, message in enumerate(messages):
@@ -360,15 +368,16 @@ def _close_pairs(messages: Sequence[Message], keep: set[int]) -> set[int]:
                 use_at[block["id"]] = i
             elif block["type"] == "tool_result":
                 result_at[block["tool_use_id"]] = i
+    kept = set(keep)
     changed = True
     while changed:
         changed = False
         for call, i in use_at.items():
             j = result_at[call]
-            if (i in keep) != (j in keep):
-                keep |= {i, j}
+            if (i in kept) != (j in kept):
+                kept |= {i, j}
                 changed = True
-    return keep
+    return frozenset(kept)
 
 
 def _prune_turns(messages: list[Message], policy: CompactionPolicy,
@@ -377,7 +386,7 @@ def _prune_turns(messages: list[Message], policy: CompactionPolicy,
     if len(starts) <= policy.keep_recent_turns:
         return messages
     recent_from = starts[-policy.keep_recent_turns]
-    keep = _close_pairs(messages, {0} | set(range(recent_from, len(messages))))
+    keep = close_tool_pairs(messages, {0} | set(range(recent_from, len(messages))))
     return [m for i, m in enumerate(messages) if i in keep]
 
 
@@ -387,7 +396,7 @@ def _summarize(messages: list[Message], policy: CompactionPolicy,
     if len(starts) <= policy.summary_keep_recent_turns:
         return messages
     recent_from = starts[-policy.summary_keep_recent_turns]
-    recent = _close_pairs(messages, set(range(recent_from, len(messages))))
+    recent = close_tool_pairs(messages, range(recent_from, len(messages)))
     older = [m for i, m in enumerate(messages) if i not in recent]
     if not older:
         return messages

@@ -1,15 +1,33 @@
-"""Checkers for the s10 exercises (workspace memory: distill, supersession, staleness)."""
+"""Checkers for the s10 exercises (workspace memory: distill, supersession, staleness).
+
+Three predict exercises replay the learner's scenario in a throw-away
+:class:`~labmem.workspace.WorkspaceMemory`; two build exercises (:data:`BUILD`) compare the
+learner's promotion and supersession rules with :func:`~labmem.workspace.is_promotable` and
+:func:`~labmem.workspace.judge_rivals` on generated facts.
+"""
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from hypothesis import strategies as st
+
 from labmem.core.clock import FixedClock, parse_timestamp
+from labmem.core.text import normalize_text
 from labmem.exercises import Feedback, not_answered
-from labmem.workspace import DistillPolicy, DistillReport, WorkspaceMemory
+from labmem.exercises.build import BuildExercise
+from labmem.workspace import (
+    DistillPolicy,
+    DistillReport,
+    Fact,
+    RivalVerdict,
+    WorkspaceMemory,
+    is_promotable,
+    judge_rivals,
+)
 
 T0 = parse_timestamp("2026-07-01T09:00:00Z", field="T0")
 AS_OF = parse_timestamp("2026-09-01T00:00:00Z", field="AS_OF")  # default cutoff: 2026-08-02
@@ -110,23 +128,133 @@ def check_active_and_stale(answer: tuple[str, int] | None) -> Feedback:
                                  "are older than the winner's newest evidence")
 
 
-#: Exercise 3: the two answers a learner can give.
-EXERCISE_3_CHOICES = ("open", "resolved")
+#: Exercise 3: a key whose two rivals are equally strong, so distill opens a conflict.
+EXERCISE_3_KEY = "ci.runner"
+EXERCISE_3_FACTS: tuple[tuple[str, str, int], ...] = (  # (value, evidence id, days after T0)
+    ("GitHub Actions", "t:20", 0), ("GitHub Actions", "t:21", 1),
+    ("Buildkite", "t:22", 5), ("Jenkins", "t:23", 6),
+    ("Buildkite", "t:24", 7), ("Jenkins", "t:25", 8),
+)
 
 
-def check_after_crash(answer: str | None) -> Feedback:
-    """Exercise 3: a resolver dies after its audit line but before ``curated.json`` is
-    written. A fresh ``WorkspaceMemory`` calls ``list_conflicts(include_resolved=True)``:
-    is the conflict 'open' or 'resolved'?"""
+def replay_exercise_3() -> tuple[bool, bool]:
+    """Exercise 3, replayed: does MEMORY.md list the conflict (on disk, after a read)?
+
+    The resolver's three writes are audit line → ``curated.json`` → ``MEMORY.md``. A crash
+    right after the second write leaves the first two written and ``MEMORY.md`` as it was,
+    so the replay resolves the conflict and then puts the old ``MEMORY.md`` bytes back —
+    exactly the files such a crash leaves (the crash itself is shown in the chapter).
+    """
+    with tempfile.TemporaryDirectory(prefix="labmem-s10-ex-") as root:
+        memory, _ = _replay(root, [
+            {"content": v, "kind": "decision", "memory_key": EXERCISE_3_KEY,
+             "evidence": [e], "recorded_at": T0 + timedelta(days=d)}
+            for v, e, d in EXERCISE_3_FACTS])
+        [case] = memory.list_conflicts()
+        before = memory.memory_md_path.read_bytes()
+        memory.resolve_conflict(case.conflict_id, "c1", expected_revision=case.base_revision,
+                                actor="exercise", rationale="replay of exercise 3")
+        memory.memory_md_path.write_bytes(before)  # the third write never happened
+        on_disk = _lists_conflict(memory.memory_md_path.read_text(encoding="utf-8"))
+        fresh = WorkspaceMemory(root, clock=FixedClock(AS_OF))
+        return on_disk, _lists_conflict(fresh.read_memory_md())
+
+
+def _lists_conflict(memory_md: str) -> bool:
+    return "## Open conflicts" in memory_md and f"`{EXERCISE_3_KEY}`" in memory_md
+
+
+def check_after_crash(answer: tuple[bool, bool] | None) -> Feedback:
+    """Exercise 3: a resolver dies after writing ``curated.json``, before ``MEMORY.md``.
+    (a) Does the ``MEMORY.md`` file, read straight from disk, still list the open conflict?
+    (b) Does the text a fresh ``WorkspaceMemory``'s ``read_memory_md()`` returns list it?"""
     name = "exercise 3 (a crash between two writes)"
     if answer is None:
         return not_answered(name)
-    if answer not in EXERCISE_3_CHOICES:
-        return Feedback(name, False, f"answer with one of {EXERCISE_3_CHOICES}")
-    if answer == "resolved":
-        return Feedback(name, True, "the audit line is the decision; curated.json and "
-                                    "MEMORY.md are derived from it and re-derived by the "
-                                    "next reader")
-    return Feedback(name, False, "the decision is already durable in resolutions.jsonl — "
-                                 "what does a reader do with an audited resolution that "
-                                 "curated.json does not show yet?")
+    if isinstance(answer, (str, bool)) or not isinstance(answer, Sequence) or len(answer) != 2 \
+            or not all(isinstance(a, bool) for a in answer):
+        return Feedback(name, False, "answer with a pair of booleans: (on disk, after a read)")
+    on_disk, after_read = answer
+    expected_disk, expected_read = replay_exercise_3()
+    if (on_disk, after_read) == (expected_disk, expected_read):
+        return Feedback(name, True, "the crash left the old projection on disk; the next "
+                                    "read renders MEMORY.md again from curated.json, which "
+                                    "already holds the decision")
+    if on_disk != expected_disk:
+        return Feedback(name, False, "(a): the process died before its third write — which "
+                                     "version of MEMORY.md is still on disk?")
+    return Feedback(name, False, "(b): MEMORY.md is never parsed back; what does a reader "
+                                 "render it from, and does that file know the decision?")
+
+
+# -- build it yourself ------------------------------------------------------------------
+
+_EVIDENCE = ("t:1", "t:2", "t:3", "t:4")
+_VALUES = ("SQLite", "sqlite", "PostgreSQL", "DuckDB")
+
+
+def _fact(i: int, content: str, importance: int, evidence: Sequence[str], day: int) -> Fact:
+    return Fact(fact_id=f"f{i}", recorded_at=T0 + timedelta(days=day), kind="decision",
+                content=content, importance=importance, memory_key="storage.engine",
+                source=None, evidence=tuple(sorted(set(evidence))), line=i)
+
+
+def _day(at: datetime) -> int:
+    return (at - T0).days
+
+
+
+
+_GROUP = st.lists(st.tuples(st.integers(1, 5), st.lists(st.sampled_from(_EVIDENCE[:3]),
+                                                        min_size=1, max_size=2)),
+                  min_size=1, max_size=4).map(
+    lambda rows: [_fact(i, "Pin Python 3.12", imp, ev, 0) for i, (imp, ev) in
+                  enumerate(rows, start=1)])
+_POLICY = st.builds(lambda imp, rep: DistillPolicy(minimum_importance=imp, repeat_threshold=rep),
+                    st.integers(1, 5), st.integers(1, 4))
+
+
+def _describe_group(args: tuple) -> str:
+    facts, policy = args
+    shown = "; ".join(f"{f.fact_id} importance {f.importance} evidence {','.join(f.evidence)}"
+                      for f in facts)
+    return (f"facts [{shown}] with "
+            f"minimum_importance={policy.minimum_importance}, "
+            f"repeat_threshold={policy.repeat_threshold}")
+
+
+_RIVALS = st.lists(st.tuples(st.sampled_from(_VALUES), st.integers(0, 5),
+                             st.lists(st.sampled_from(_EVIDENCE), min_size=1, max_size=2)),
+                   max_size=6).map(
+    lambda rows: [_fact(i, value, 3, ev, day) for i, (value, day, ev) in
+                  enumerate(rows, start=1)])
+
+
+def _describe_rivals(args: tuple) -> str:
+    rivals, newer_than, threshold = args
+    shown = "; ".join(f"{f.fact_id} {f.content!r} day {_day(f.recorded_at)} evidence "
+                      f"{','.join(f.evidence)}" for f in rivals)
+    return f"rivals [{shown}], newer_than day {_day(newer_than)}, threshold {threshold}"
+
+
+def _verdict(value: RivalVerdict) -> dict[str, Any]:
+    """What is compared: the outcome, the values (normalized, any order), the stale ids."""
+    return {"outcome": value.outcome,
+            "values": tuple(sorted(normalize_text(v) for v in value.values)),
+            "stale": tuple(sorted(value.stale))}
+
+
+BUILD = (
+    BuildExercise(
+        chapter="s10", name="is_promotable", reference=is_promotable,
+        inputs=st.tuples(_GROUP, _POLICY), describe=_describe_group,
+        hint="importance alone can promote a group; otherwise count independent evidence "
+             "(distinct evidence ids), not lines"),
+    BuildExercise(
+        chapter="s10", name="judge_rivals", reference=judge_rivals,
+        inputs=st.tuples(_RIVALS, st.integers(0, 4).map(lambda d: T0 + timedelta(days=d)),
+                         st.integers(1, 3)),
+        describe=_describe_rivals, project=_verdict,
+        hint="stale means not newer than newer_than, strength means distinct evidence ids "
+             "per normalized value, and a tie at the top fails closed"),
+)

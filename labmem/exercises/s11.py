@@ -1,4 +1,10 @@
-"""Checkers for the s11 exercises (user memory: revisions, staleness, expiry)."""
+"""Checkers for the s11 exercises (user memory: revisions, staleness, expiry).
+
+Three predict exercises (the statuses of a run of writes, the final revision, which keys
+are active at an expiry boundary) and one build exercise: the learner writes the revision
+decision, :func:`labmem.user.preference_write_status`, and the checker compares it with the
+library's on generated stored states and writes.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,18 @@ import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from hypothesis import strategies as st
+
 from labmem.core.clock import FixedClock, parse_timestamp
 from labmem.exercises import Feedback, not_answered
-from labmem.user import StalePreferenceUpdateError, UserMemory, is_active
+from labmem.exercises.build import BuildExercise
+from labmem.user import (
+    Preference,
+    StalePreferenceUpdateError,
+    UserMemory,
+    is_active,
+    preference_write_status,
+)
 
 T0 = parse_timestamp("2026-08-01T00:00:00Z", field="T0")
 
@@ -121,3 +136,62 @@ def check_active_keys(answer: Sequence[str] | None) -> Feedback:
                                      "expired")
     return Feedback(name, False, "a key without expires_at never expires; compare each "
                                  "expires_at with as_of")
+
+
+# -- the build exercise -------------------------------------------------------------------
+
+_TIMES = st.integers(min_value=0, max_value=4).map(lambda h: T0 + timedelta(hours=h))
+_VALUES = st.sampled_from(("dark", "light"))
+_EXPIRIES = st.sampled_from((None, T0 + timedelta(hours=8), T0 + timedelta(hours=9)))
+_SOURCES = st.sampled_from((None, "evt-1", "evt-2"))
+_REVISIONS = st.integers(min_value=1, max_value=3)
+
+_LIVE = st.builds(Preference, key=st.just("theme"), value=_VALUES, revision=_REVISIONS,
+                  updated_at=_TIMES, expires_at=_EXPIRIES, source_event_id=_SOURCES)
+_TOMBSTONE = st.builds(lambda revision, at: Preference("theme", None, revision, at,
+                                                      deleted_at=at), _REVISIONS, _TIMES)
+_SET = st.tuples(_VALUES, _EXPIRIES, _SOURCES, _TIMES)
+_DELETE = st.tuples(st.none(), st.none(), st.none(), _TIMES)
+
+#: (stored, value, expires_at, source_event_id, updated_at); expiries are always later
+#: than every time, as ``set_preference`` requires.
+WRITE_INPUTS = st.tuples(st.one_of(st.none(), _LIVE, _TOMBSTONE),
+                         st.one_of(_SET, _DELETE)).map(lambda pair: (pair[0], *pair[1]))
+
+
+def _clock(at: datetime | None) -> str:
+    return "-" if at is None else f"{int((at - T0).total_seconds() // 3600):02d}:00"
+
+
+def _extras(expires_at: datetime | None, source_event_id: str | None) -> str:
+    parts = ([] if source_event_id is None else [f"source {source_event_id}"]) + (
+        [] if expires_at is None else [f"expires {_clock(expires_at)}"])
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def describe_write(args: tuple) -> str:
+    """A counterexample in one line; times are hours of 2026-08-01 (UTC)."""
+    stored, value, expires_at, source_event_id, updated_at = args
+    if stored is None:
+        before = "nothing stored"
+    elif stored.deleted:
+        before = f"stored tombstone rev {stored.revision} at {_clock(stored.updated_at)}"
+    else:
+        at, extras = _clock(stored.updated_at), _extras(stored.expires_at, stored.source_event_id)
+        before = f"stored {stored.value!r} rev {stored.revision} at {at}{extras}"
+    write = (f"delete at {_clock(updated_at)}" if value is None else
+             f"set {value!r} at {_clock(updated_at)}{_extras(expires_at, source_event_id)}")
+    return f"{before}, then {write}"
+
+
+BUILD = (
+    BuildExercise(
+        chapter="s11",
+        name="preference_write_status",
+        reference=preference_write_status,
+        inputs=WRITE_INPUTS,
+        hint="ask the two questions of the revision ledger in its order — same state? "
+             "then later? — and remember that a tombstone is a stored revision too",
+        describe=describe_write,
+    ),
+)

@@ -1,12 +1,34 @@
-"""Checkers for the s12 exercises (remote memory and recall)."""
+"""Checkers for the s12 exercises (remote memory and recall).
+
+Three predict exercises (a query's terms, a score by hand, a ranking with ties) and one
+build exercise: the learner writes the stage-4 sort key and the checker sorts generated,
+tie-heavy lists with it and with :func:`labmem.recall.rank_key`, and compares the orders.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
+from hypothesis import strategies as st
+
+from labmem.core.clock import format_timestamp, parse_timestamp
 from labmem.core.text import extract_terms
 from labmem.exercises import Feedback, not_answered
-from labmem.recall import LEXICAL_WEIGHT, RECENCY_WEIGHT, SCORE_DECIMALS, recency_weight
+from labmem.exercises.build import BuildExercise
+from labmem.recall import (
+    LEXICAL_WEIGHT,
+    RECENCY_WEIGHT,
+    SCORE_DECIMALS,
+    MemoryKind,
+    MemorySource,
+    RecallCandidate,
+    RecallScoreBreakdown,
+    StoredMemory,
+    rank_key,
+    recency_weight,
+)
 
 EXERCISE_1_QUERY = "Agent  MEMORY：分层记忆!"
 
@@ -53,14 +75,183 @@ def check_score_by_hand(answer: float | None) -> Feedback:
                                  "weights 0.85 and 0.15")
 
 
-def check_tie_break(answer: str | None) -> Feedback:
-    """Exercise 3: which of two equal-score records (captured at the same instant) ranks first."""
-    name = "exercise 3 (tie-break)"
+# -- scored rows: what the rank key reads, as real pipeline objects --------------------
+
+
+@dataclass(frozen=True)
+class ScoredRow:
+    """One row of a ranking table: the four values stage 4 orders by, and nothing else."""
+
+    memory_id: str
+    total: float
+    lexical_coverage: float
+    captured_at: datetime
+
+    def __str__(self) -> str:
+        return (f"{self.memory_id} (total {self.total}, coverage {self.lexical_coverage}, "
+                f"captured {format_timestamp(self.captured_at)})")
+
+
+_SCOPE = "exercise-scope"
+
+
+def scored_pair(row: ScoredRow) -> tuple[RecallCandidate, RecallScoreBreakdown]:
+    """The (candidate, breakdown) pair that stage 4 would see for ``row``.
+
+    Only the ranked fields carry meaning; the rest are filled so that the objects are the
+    library's own, and the rank key is the library's own too.
+    """
+    source = MemorySource(f"t-{row.memory_id}", "conversation_transcript", row.memory_id,
+                          row.captured_at)
+    record = StoredMemory(row.memory_id, _SCOPE, MemoryKind.CONVERSATION, "exercise record",
+                          "", source, row.captured_at)
+    candidate = RecallCandidate("exercise-query", record, ("exercise",), ("exercise",),
+                                row.captured_at)
+    breakdown = RecallScoreBreakdown(
+        matched_terms=("exercise",), query_term_count=4,
+        lexical_coverage=row.lexical_coverage, recency=0.0,
+        lexical_contribution=row.total, recency_contribution=0.0, total=row.total,
+    )
+    return candidate, breakdown
+
+
+def ranking_by(key: Callable[[RecallCandidate, RecallScoreBreakdown], object]
+               ) -> Callable[[Sequence[tuple[RecallCandidate, RecallScoreBreakdown]]],
+                             tuple[str, ...]]:
+    """The order ``key`` induces on (candidate, breakdown) pairs, as memory ids, best first."""
+    def ranking(scored):
+        ordered = sorted(scored, key=lambda pair: key(*pair))
+        return tuple(candidate.record.memory_id for candidate, _ in ordered)
+
+    return ranking
+
+
+def _row_of(pair: tuple[RecallCandidate, RecallScoreBreakdown]) -> ScoredRow:
+    candidate, breakdown = pair
+    return ScoredRow(candidate.record.memory_id, breakdown.total,
+                     breakdown.lexical_coverage, candidate.captured_at)
+
+
+# -- exercise 3: predict a ranking with ties -------------------------------------------
+
+
+def _at(stamp: str) -> datetime:
+    return parse_timestamp(stamp, field="captured_at")
+
+
+EXERCISE_3_ROWS: tuple[ScoredRow, ...] = (  # in the order a store happened to return them
+    ScoredRow("memory-c05", 0.64, 0.5, _at("2026-07-20T09:00:00Z")),
+    ScoredRow("memory-t33", 0.64, 0.5, _at("2026-07-28T09:00:00Z")),
+    ScoredRow("memory-k40", 0.71, 0.25, _at("2026-06-01T09:00:00Z")),
+    ScoredRow("memory-a02", 0.64, 0.5, _at("2026-07-28T09:00:00Z")),
+    ScoredRow("memory-m11", 0.64, 0.75, _at("2026-07-01T09:00:00Z")),
+)
+
+
+def exercise_3_frame():
+    """The rows of exercise 3 as a table, in the order the store returned them (pandas)."""
+    import pandas as pd  # imported lazily: importing labmem stays light
+
+    return pd.DataFrame([{"memory_id": r.memory_id, "total": r.total,
+                          "lexical_coverage": r.lexical_coverage,
+                          "captured_at": format_timestamp(r.captured_at)}
+                         for r in EXERCISE_3_ROWS])
+
+
+def ranked_ids(rows: Sequence[ScoredRow] = EXERCISE_3_ROWS) -> tuple[str, ...]:
+    """The memory ids of ``rows`` in the order stage 4 ranks them (computed, not stored)."""
+    return ranking_by(rank_key)([scored_pair(row) for row in rows])
+
+
+def _why_first(better: ScoredRow, worse: ScoredRow) -> str:
+    """Which key puts ``better`` above ``worse``, in words."""
+    if better.total != worse.total:
+        return "its total is higher, and total comes first"
+    if better.lexical_coverage != worse.lexical_coverage:
+        return "the totals tie, and higher coverage comes next"
+    if better.captured_at != worse.captured_at:
+        return "total and coverage tie, and the newer capture comes next"
+    return "total, coverage and capture time all tie, so the smaller memory_id decides"
+
+
+def check_rank_order(answer: Sequence[str] | None) -> Feedback:
+    """Exercise 3: the memory ids of :data:`EXERCISE_3_ROWS` in rank order, best first."""
+    name = "exercise 3 (rank with ties)"
     if answer is None:
         return not_answered(name)
-    if answer == "memory-a17":
-        return Feedback(name, True, "same total, coverage and capture time: memory_id ascending")
-    if answer == "memory-b02":
-        return Feedback(name, False, "insertion order never decides; the last key is "
-                                     "memory_id ascending")
-    return Feedback(name, False, "answer with one of the two memory ids")
+    ids = sorted(row.memory_id for row in EXERCISE_3_ROWS)
+    if isinstance(answer, str) or not isinstance(answer, Sequence):
+        return Feedback(name, False, "answer with a list of the memory ids, best first")
+    if sorted(answer) != ids:
+        return Feedback(name, False, f"list each of {ids} exactly once, best first")
+    expected = ranked_ids()
+    got = tuple(answer)
+    if got == expected:
+        return Feedback(name, True, "total ↓, then coverage ↓, then captured_at ↓, and "
+                                    "memory_id ↑ only when all three tie")
+    rows = {row.memory_id: row for row in EXERCISE_3_ROWS}
+    place = next(i for i, (mine, ours) in enumerate(zip(got, expected, strict=True))
+                 if mine != ours)
+    better, worse = rows[expected[place]], rows[got[place]]
+    return Feedback(name, False, f"rank {place + 1} is not {worse.memory_id}: "
+                                 f"{better.memory_id} ranks above it because "
+                                 f"{_why_first(better, worse)}")
+
+
+# -- build exercise: the stable rank key -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class SortKeyExercise(BuildExercise):
+    """A build exercise whose function is a sort key.
+
+    Two keys agree when they put the same list in the same order, whatever values they
+    return, so ``inputs`` generates one list of (candidate, breakdown) pairs per example;
+    the learner's key and ``reference`` each sort it, and the two orders are compared.
+    """
+
+    def check(self, fn: Callable[..., object]) -> Feedback:
+        if not callable(fn):
+            return super().check(fn)
+        orders = BuildExercise(self.chapter, self.name, ranking_by(self.reference),
+                               self.inputs, self.hint, describe=self.describe)
+        return orders.check(ranking_by(fn))
+
+
+_TIED_IDS = ("memory-a", "memory-b", "memory-c", "memory-d", "memory-e")
+_TIED_CAPTURES = tuple(_at(s) for s in ("2026-07-01T09:00:00Z", "2026-07-10T09:00:00Z",
+                                        "2026-07-20T09:00:00Z"))
+_tied_row = st.tuples(st.sampled_from((0.5, 0.75)),   # two totals, two coverages, three
+                      st.sampled_from((0.5, 1.0)),    # capture times: ties everywhere
+                      st.sampled_from(_TIED_CAPTURES))
+
+
+def _scored_list(ids_and_rows) -> tuple:
+    """One argument tuple: the rows, each named by the next id of a permutation (ids unique)."""
+    ids, rows = ids_and_rows
+    pairs = (scored_pair(ScoredRow(memory_id, *row))
+             for memory_id, row in zip(ids, rows, strict=False))  # fewer rows than ids
+    return (tuple(pairs),)
+
+
+TIED_SCORED_LISTS = st.tuples(st.permutations(_TIED_IDS),
+                              st.lists(_tied_row, min_size=2, max_size=len(_TIED_IDS))
+                              ).map(_scored_list)
+
+
+def _describe_scored(args) -> str:
+    (scored,) = args
+    return "sorting [" + "; ".join(str(_row_of(pair)) for pair in scored) + "]"
+
+
+BUILD = (
+    SortKeyExercise(
+        chapter="s12",
+        name="the stable rank key",
+        reference=rank_key,
+        inputs=TIED_SCORED_LISTS,
+        hint="stage 4 orders by four keys; check each one's direction, and that the last "
+             "one leaves no two records tied",
+        describe=_describe_scored,
+    ),
+)

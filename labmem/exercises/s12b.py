@@ -1,16 +1,26 @@
-"""Checkers for the s12b exercises (choosing a ranker)."""
+"""Checkers for the s12b exercises (choosing a ranker).
+
+Three predict exercises (an idf by hand, saturation, which scorers survive a shorter
+question) and one build exercise: the learner writes one BM25 term weight and the checker
+compares it with :func:`labmem.recall.bm25_term_weight` — the function both the exact
+``explain`` and the vectorized ``estimate`` of the BM25 scorers use — on generated inputs.
+"""
 
 from __future__ import annotations
 
 import math
 import tempfile
 
+from hypothesis import strategies as st
+
 from labmem.exercises import Feedback, not_answered
-from labmem.recall import Bm25Scorer, bm25_idf
+from labmem.exercises.build import BuildExercise
+from labmem.recall import BM25_B, BM25_K1, SCORE_DECIMALS, Bm25Scorer, bm25_idf, bm25_term_weight
 
 EXERCISE_1 = {"searched_records": 40, "document_frequency": 3}
 EXERCISE_2_SHARE = 0.9
-EXERCISE_3_QUERY_ID = "q02"
+EXERCISE_3_QUERY = "what did we decide about the Idempotency-Key"  # q02 without "header"
+EXERCISE_3_GOLD = "api-idempotency"
 
 
 def _number(answer) -> bool:
@@ -58,21 +68,23 @@ def check_saturation(answer: int | None) -> Feedback:
                                  "idf · tf·(k1+1)/(tf+k1), so solve tf/(tf+1.2) ≥ 0.9")
 
 
-def scorers_with_gold_first(query_id: str = EXERCISE_3_QUERY_ID) -> tuple[str, ...]:
-    """Which of teaching / bm25 / hybrid put a gold record first for ``query_id`` (computed)."""
-    from labmem.recall import evaluate, load_into_store, load_labeled_set, scorer_engines
+def scorers_with_gold_first(text: str = EXERCISE_3_QUERY,
+                            gold: str = EXERCISE_3_GOLD) -> tuple[str, ...]:
+    """Which of teaching / bm25 / hybrid rank ``gold`` first for ``text`` (computed)."""
+    from labmem.recall import load_into_store, load_labeled_set, scorer_engines
 
     labeled = load_labeled_set()
-    [query] = [q for q in labeled.queries if q.query_id == query_id]
     with tempfile.TemporaryDirectory() as tmp:
         store = load_into_store(labeled, tmp)
-        outcomes = evaluate(scorer_engines(store), [query], as_of=labeled.as_of)
-    return tuple(o.engine for o in outcomes if o.hits and o.hits[0].memory_id in query.gold)
+        return tuple(name for name, engine in scorer_engines(store).items()
+                     if [h.memory_id for h in engine.recall(text, limit=1,
+                                                            as_of=labeled.as_of).hits]
+                     == [gold])
 
 
 def check_winners(answer) -> Feedback:
-    """Exercise 3: the set of scorers that rank a gold record first for query q02."""
-    name = "exercise 3 (who wins q02)"
+    """Exercise 3: the set of scorers that still rank api-idempotency first without "header"."""
+    name = "exercise 3 (who still wins)"
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str):
@@ -80,14 +92,63 @@ def check_winners(answer) -> Feedback:
     try:
         got = set(answer)
     except TypeError:
-        return Feedback(name, False, "answer with a set of scorer names, e.g. {'bm25'}")
-    expected = set(scorers_with_gold_first())
-    if got == expected:
-        return Feedback(name, True, f"{sorted(expected)} — the rare term carries the "
-                                    "query only when it is weighted by idf")
+        return Feedback(name, False, "answer with a set of scorer names, e.g. {'bm25'}, "
+                                     "or set() for none")
     unknown = got - {"teaching", "bm25", "hybrid"}
     if unknown:
         return Feedback(name, False, f"unknown scorer(s) {sorted(unknown)}; "
                                      "use 'teaching', 'bm25', 'hybrid'")
-    return Feedback(name, False, "look at the per-term table for q02: which scorers give "
-                                 "the rare term more than the question words?")
+    expected = set(scorers_with_gold_first())
+    if got == expected:
+        if not expected:
+            return Feedback(name, True, "none of them — idf makes question words cheap, not "
+                                        "free: five of them in one chat outweigh "
+                                        "'idempotency' and 'key'")
+        return Feedback(name, True, f"{sorted(expected)}")
+    return Feedback(name, False, f"add up {EXERCISE_3_GOLD}'s BM25 parts without 'header' "
+                                 "(the per-term table) and compare them with the total of "
+                                 "the record that came second for the full question")
+
+
+# -- build exercise: one BM25 term weight ------------------------------------------------
+
+
+@st.composite
+def term_weight_arguments(draw) -> tuple:
+    """(count, document_frequency, searched_records, length, average_length, k1, b), as a
+    real collection could produce them: 1 ≤ df ≤ N, count ≤ length, average length > 0."""
+    searched = draw(st.integers(1, 60))
+    document_frequency = draw(st.integers(1, searched))
+    count = draw(st.integers(1, 12))
+    length = draw(st.integers(count, count + 80))
+    average_length = draw(st.integers(4, 400)) / 4
+    k1 = draw(st.sampled_from((BM25_K1, 0.0, 0.5, 2.0)))  # defaults first: they shrink there
+    b = draw(st.sampled_from((BM25_B, 0.0, 0.5, 1.0)))
+    return (count, document_frequency, searched, length, average_length, k1, b)
+
+
+_ARGUMENT_NAMES = ("count", "document_frequency", "searched_records", "length",
+                   "average_length", "k1", "b")
+
+
+def _describe_weight_arguments(args: tuple) -> str:
+    return ", ".join(f"{name}={value}" for name, value in zip(_ARGUMENT_NAMES, args, strict=True))
+
+
+def _as_shown(value) -> float:
+    """A weight as the breakdown shows it: a float rounded to SCORE_DECIMALS places."""
+    return round(float(value), SCORE_DECIMALS)
+
+
+BUILD = (
+    BuildExercise(
+        chapter="s12b",
+        name="one BM25 term weight",
+        reference=bm25_term_weight,
+        inputs=term_weight_arguments(),
+        hint="compare each factor with the chapter's 'BM25, one term at a time' formula: "
+             "the idf's ½s and 1 +, the (k1 + 1) on top, and |d|/avgdl scaled by b below",
+        project=_as_shown,
+        describe=_describe_weight_arguments,
+    ),
+)

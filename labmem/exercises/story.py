@@ -1,12 +1,29 @@
-"""Checkers for the story case-study exercises (upsert rules, compaction, the budget)."""
+"""Checkers for the story case-study exercises (upsert rules, compaction, the budget).
+
+Three predict-the-value exercises and one build exercise: the decision of an upsert,
+judged against :func:`labmem.story.claim_action`.
+"""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
-from labmem.core.clock import SteppingClock
+from hypothesis import strategies as st
+
+from labmem.core.clock import FixedClock, SteppingClock
 from labmem.exercises import Feedback, not_answered
-from labmem.story import CUT_TIERS, Scratchpad, compact
+from labmem.exercises.build import BuildExercise
+from labmem.story import (
+    CUT_TIERS,
+    MemoryContractAdapter,
+    MemoryItem,
+    Scratchpad,
+    claim_action,
+    compact,
+    load_sample_story,
+)
 
 T0 = "2026-09-01T00:00:00Z"
 
@@ -26,6 +43,12 @@ EXERCISE_2_EVENTS: tuple[tuple[int, str], ...] = (
     (6, "the crossing"), (9, "fever"),
 )
 EXERCISE_2_CHAPTER, EXERCISE_2_WINDOW = 10, 4
+
+#: Exercise 3: the pack for this chapter of the sample serial (built before the chapter is
+#: committed, as in the chapter's commit loop), with this budget instead of the loop's 220.
+EXERCISE_3_CHAPTER, EXERCISE_3_BUDGET = 10, 400
+#: The commit loop's settings, repeated here so that the replay matches the notebook's run.
+COMMIT_LOOP_CLOCK, COMMIT_LOOP_MAX_ITEMS = "2026-09-01T09:00:00Z", 45
 
 
 def replay_exercise_1() -> list[str]:
@@ -81,16 +104,87 @@ def check_folded_summaries(answer: int | None) -> Feedback:
                                  "chapter — does a chapter with a single event count?")
 
 
-def check_first_cut(answer: str | None) -> Feedback:
-    """Exercise 3: which tier does the budget cut first?"""
-    name = "exercise 3 (first cut)"
+def replay_exercise_3() -> tuple[str, ...]:
+    """The tiers that lose a line, in cut order: the sample serial's chapters before
+    :data:`EXERCISE_3_CHAPTER` committed in a scratch project, then the pack built for real."""
+    story = load_sample_story()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "novel"
+        memory = MemoryContractAdapter(root, clock=SteppingClock(COMMIT_LOOP_CLOCK),
+                                       max_items=COMMIT_LOOP_MAX_ITEMS)
+        root.mkdir()
+        for chapter in story:
+            if chapter.chapter == EXERCISE_3_CHAPTER:
+                pack = memory.load_context(chapter.chapter, budget=EXERCISE_3_BUDGET,
+                                           outline=chapter.outline)
+                return tuple(dict.fromkeys(line["tier"] for line in pack.cut))
+            memory.commit_chapter(chapter.result, summary=chapter.summary,
+                                  outline=chapter.outline)
+    raise LookupError(f"the sample serial has no chapter {EXERCISE_3_CHAPTER}")
+
+
+def check_cut_tiers(answer: Sequence[str] | None) -> Feedback:
+    """Exercise 3: with a budget of 400, which tiers of the chapter-10 pack lose a line?"""
+    name = "exercise 3 (cut tiers)"
     if answer is None:
         return not_answered(name)
-    first = min(CUT_TIERS, key=CUT_TIERS.__getitem__)
-    if answer == first:
-        return Feedback(name, True, "recent index evidence goes first: the scratchpad already "
-                                    "holds its conclusions")
-    if answer not in CUT_TIERS:
-        return Feedback(name, False, f"answer with one of {', '.join(sorted(CUT_TIERS))}")
-    return Feedback(name, False, "look at CUT_TIERS in labmem.story.orchestrator: the lowest "
-                                 "tier goes first")
+    if isinstance(answer, str) or not isinstance(answer, (set, frozenset, list, tuple)):
+        return Feedback(name, False, "answer with a set of tier names, e.g. {\"warnings\"}")
+    got = set(answer)
+    if got - set(CUT_TIERS):
+        return Feedback(name, False, f"{sorted(got - set(CUT_TIERS))} are not tiers; the "
+                                     f"tiers are {', '.join(CUT_TIERS)}")
+    expected = replay_exercise_3()
+    if got == set(expected):
+        return Feedback(name, True, "whole tiers go in CUT_TIERS order, and the cut stops "
+                                    "inside the first tier that brings the pack under budget")
+    if set(expected) < got:
+        return Feedback(name, False, "too many: the cut stops as soon as the pack fits — "
+                                     "subtract the tiers' tokens in order and stop at the budget")
+    return Feedback(name, False, "too few: after a whole tier is gone, is the pack under the "
+                                 "budget yet? If not, the next tier loses lines too")
+
+
+# -- build it yourself: the decision of an upsert ------------------------------------------
+
+_LOOP = {"category": "open_loops", "subject": "the drowned bell", "field": ""}
+_CHAPTER = st.integers(1, 4)
+_VALUE = st.sampled_from(("who rings it?", "the keeper rings it"))
+_PAYLOAD = st.sampled_from(({}, {"closed": True}))
+
+
+@st.composite
+def _claim_inputs(draw) -> tuple:
+    """Items a real scratchpad stored for one key (any history), and the next claim for it."""
+    pad = Scratchpad(clock=FixedClock(T0))
+    history = draw(st.lists(st.tuples(_CHAPTER, _VALUE, _PAYLOAD), max_size=4))
+    for chapter, value, payload in history:
+        pad.upsert(**_LOOP, value=value, source_chapter=chapter, payload=payload)
+    chapter, value, payload = draw(_CHAPTER), draw(_VALUE), draw(_PAYLOAD)
+    claim = MemoryItem(id=f"mem-{pad.next_id:04d}", layer="semantic", value=value,
+                       payload=payload, status="active", source_chapter=chapter,
+                       evidence=(f"chapter:{chapter}",), updated_at=T0, **_LOOP)
+    return tuple(pad.items), claim
+
+
+def _show_item(item: MemoryItem) -> str:
+    marks = "".join(f" {{{key}}}" for key in sorted(item.payload))
+    return f"{item.id} ch{item.source_chapter} {item.value!r}{marks} {item.status}"
+
+
+def _describe_claim(args: tuple) -> str:
+    stored, claim = args
+    shown = "; ".join(_show_item(item) for item in stored) or "nothing"
+    marks = "".join(f" {{{key}}}" for key in sorted(claim.payload))
+    return (f"stored [{shown}] and the claim ch{claim.source_chapter} "
+            f"{claim.value!r}{marks}")
+
+
+BUILD = (
+    BuildExercise(
+        chapter="case study", name="the upsert decision", reference=claim_action,
+        inputs=_claim_inputs(),
+        hint="apply the rules of 'The upsert decision' in their order: a restatement first, "
+             "then the claim's chapter against the live rivals",
+        describe=_describe_claim),
+)

@@ -4,7 +4,8 @@
 * :mod:`labmem.mmu.service` — the :class:`MemoryService` contract and its file backend.
 * :mod:`labmem.mmu.pages` — L0/L1/L2 representations, HOT/WARM/COLD residency, the cache.
 * :mod:`labmem.mmu.scoring` — the seven-factor score.
-* :mod:`labmem.mmu.mmu` — :class:`ContextMMU`: recall, promotion, eviction, the ledger.
+* :mod:`labmem.mmu.mmu` — :class:`ContextMMU`: recall, promotion, eviction, the ledger;
+  :func:`choose_evictions`, the eviction choice as one pure rule.
 * :mod:`labmem.mmu.trace` / :mod:`labmem.mmu.evaluation` — explain and measure a recall.
 """
 
@@ -29,7 +30,15 @@ from labmem.mmu.evaluation import (
     precision_at_k,
     recall_at_k,
 )
-from labmem.mmu.mmu import GLOBAL_SCOPE, REASON_NO_ROOM, REASON_TOO_LARGE, ContextMMU, Ledger
+from labmem.mmu.mmu import (
+    GLOBAL_SCOPE,
+    REASON_NO_ROOM,
+    REASON_TOO_LARGE,
+    ContextMMU,
+    Ledger,
+    ResidentPage,
+    choose_evictions,
+)
 from labmem.mmu.pages import (
     Level,
     Page,
@@ -55,4 +64,5 @@ __all__ = [
     "factor_score", "query_hash", "rank_key", "recency", "relevance",
     "LossRow", "churn", "information_loss", "load_json", "precision_at_k", "recall_at_k",
     "REASON_NO_ROOM", "REASON_TOO_LARGE", "derive_l0", "derive_l1", "derive_l2", "tokens_of",
+    "ResidentPage", "choose_evictions",
 ]

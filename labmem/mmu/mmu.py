@@ -9,8 +9,11 @@ One recall (:meth:`ContextMMU.recall`)::
           ─▶ evict to budget by keep score (never pinned)    ← ledger checked after every op
 
 Work per recall grows with the candidates and the resident pages (both bounded by the
-query and the budget), not with every page in memory. The seed's C original scored and
+query and the budget), not with every page in memory. The original C design scored and
 insertion-sorted every page on every recall; ``bench/mmu.py`` measures the difference.
+
+Which pages leave is one pure rule, :func:`choose_evictions`, used both to make room for a
+promotion and to get back under a lowered budget.
 
 Ledger invariant (checked after every operation, :meth:`check_ledger`): ``token_used`` equals
 the tokens of the loaded representations recomputed from the pages (HOT charges L2, WARM
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -69,6 +73,51 @@ class Ledger:
     def ok(self) -> bool:
         return self.token_used == self.recomputed and (
             self.token_used <= self.budget or self.token_used == self.pinned_tokens)
+
+
+@dataclass(frozen=True)
+class ResidentPage:
+    """A loaded page as the eviction choice sees it: a snapshot, built for each decision.
+
+    ``tokens`` is what evicting it gives back (its charge); ``protected`` marks a page the
+    recall in progress has just chosen; ``age`` is the number of recalls since it was loaded.
+    """
+
+    record_id: str
+    keep_score: float
+    last_access: datetime
+    tokens: int
+    pinned: bool = False
+    protected: bool = False
+    age: int = 0
+
+
+def choose_evictions(pages: Sequence[ResidentPage], tokens_to_free: int,
+                     min_residency: int = 0) -> tuple[str, ...]:
+    """The record ids to evict, in eviction order, to give back ``tokens_to_free`` tokens.
+
+    * Only pages that are not pinned, not protected and at least ``min_residency`` recalls
+      old may go (a pin is a promise; the age rule is the anti-thrash hysteresis).
+    * Lowest keep score first; ties go to the least recently accessed page, then to the
+      smaller record id — so equal scores always pick the same victims.
+    * Stop as soon as enough is freed: every extra eviction is a page lost for nothing.
+    * All or nothing: if the evictable pages together hold less than asked, evict none —
+      emptying the context for a promotion that would still not fit only loses pages.
+    """
+    if tokens_to_free <= 0:
+        return ()
+    evictable = [(page.keep_score, page.last_access, page.record_id, page.tokens)
+                 for page in pages
+                 if not page.pinned and not page.protected and page.age >= min_residency]
+    if sum(row[3] for row in evictable) < tokens_to_free:
+        return ()
+    heapq.heapify(evictable)  # pop only as many as needed, no full sort
+    chosen, freed = [], 0
+    while freed < tokens_to_free:
+        _, _, record_id, tokens = heapq.heappop(evictable)
+        chosen.append(record_id)
+        freed += tokens
+    return tuple(chosen)
 
 
 def _require_count(value: object, field: str, minimum: int) -> int:
@@ -161,7 +210,7 @@ class ContextMMU:
 
     # -- the budget book ---------------------------------------------------------------
     def fits(self, need: int) -> bool:
-        """``used + need <= budget`` written so that it cannot overflow (seed's check)."""
+        """``used + need <= budget``, written as a subtraction so that it cannot overflow."""
         return need <= self.token_budget and self.token_used <= self.token_budget - need
 
     def _release(self, page: Page) -> None:
@@ -195,19 +244,28 @@ class ContextMMU:
                               f"{ledger.recomputed} (budget {ledger.budget}); this is a bug")
         return ledger
 
+    def _resident_pages(self, protect: frozenset[str] | set[str] = frozenset()
+                        ) -> list[ResidentPage]:
+        return [ResidentPage(p.record_id, p.keep_score, p.last_access, p.charged,
+                             pinned=p.pinned, protected=p.record_id in protect,
+                             age=self.recalls - p.loaded_at_recall)
+                for p in (self.pages[i] for i in self._resident)]
+
+    def _evict_all(self, record_ids: Sequence[str]) -> None:
+        for record_id in record_ids:
+            self._evict(self.pages[record_id])
+
     def evict_to_budget(self) -> tuple[str, ...]:
         """Evict lowest keep score first until within budget; pinned pages never go."""
-        if self.token_used <= self.token_budget:
+        excess = self.token_used - self.token_budget
+        if excess <= 0:
             return ()
-        victims = [(p.keep_score, p.last_access, p.record_id)
-                   for p in (self.pages[i] for i in self._resident) if not p.pinned]
-        heapq.heapify(victims)
-        evicted = []
-        while self.token_used > self.token_budget and victims:
-            _, _, record_id = heapq.heappop(victims)
-            self._evict(self.pages[record_id])
-            evicted.append(record_id)
-        return tuple(evicted)
+        residents = self._resident_pages()
+        # Pins may overflow the budget: ask for no more than the unpinned pages hold.
+        unpinned = sum(page.tokens for page in residents if not page.pinned)
+        evicted = choose_evictions(residents, min(excess, unpinned))
+        self._evict_all(evicted)
+        return evicted
 
     def set_budget(self, token_budget: int) -> tuple[str, ...]:
         self.token_budget = _require_count(token_budget, "token_budget", 0)
@@ -217,20 +275,13 @@ class ContextMMU:
 
     def _make_room(self, need: int, protect: set[str]) -> list[str]:
         """Evict just enough unprotected pages for ``need``; evict nothing if that can't work."""
-        victims = [(p.keep_score, p.last_access, p.record_id, p.charged)
-                   for p in (self.pages[i] for i in self._resident)
-                   if not p.pinned and p.record_id not in protect
-                   and self.recalls - p.loaded_at_recall >= self.min_residency]
-        if need > self.token_budget or sum(v[3] for v in victims) < (
-                self.token_used + need - self.token_budget):
+        if need > self.token_budget:
             return []
-        heapq.heapify(victims)
-        evicted = []
-        while not self.fits(need):
-            _, _, record_id, _ = heapq.heappop(victims)
-            self._evict(self.pages[record_id])
-            evicted.append(record_id)
-        return evicted
+        evicted = choose_evictions(self._resident_pages(protect),
+                                   self.token_used + need - self.token_budget,
+                                   self.min_residency)
+        self._evict_all(evicted)
+        return list(evicted)
 
     def _promote(self, page: Page, level: Level, protect: set[str],
                  rejected: list[Rejection], evicted: list[str], *, force: bool = False) -> bool:

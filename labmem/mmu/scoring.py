@@ -39,7 +39,7 @@ def clamp01(value: float) -> float:
 
 @dataclass(frozen=True)
 class FactorWeights:
-    """How much each factor counts; defaults from the seed (relevance leads)."""
+    """How much each factor counts; defaults from the original design (relevance leads)."""
 
     relevance: float = 0.35
     importance: float = 0.15

@@ -62,6 +62,8 @@ from labmem.recall.pipeline import (
     stable_rank_recall_candidates,
 )
 from labmem.recall.scorers import (
+    BM25_B,
+    BM25_K1,
     LEXICAL_WEIGHT,
     RECENCY_SCALE_DAYS,
     RECENCY_WEIGHT,
@@ -73,6 +75,7 @@ from labmem.recall.scorers import (
     Scorer,
     TeachingScorer,
     bm25_idf,
+    bm25_term_weight,
     resolve_scorer,
 )
 from labmem.recall.sqlite_store import SqliteMemoryStore
@@ -94,9 +97,9 @@ from labmem.recall.tool import (
     RECALL_HISTORY_TOOL,
     TEACHING_RECORDS,
     RemoteRuntime,
+    add_teaching_records,
     default_runtime,
     recall_history,
-    seed_teaching_records,
 )
 
 __all__ = [
@@ -108,8 +111,8 @@ __all__ = [
     # index and scorers
     "Postings", "TermIndex", "InMemoryTermIndex", "open_term_index", "record_terms",
     "merge_postings", "Scorer", "CorpusStats", "TeachingScorer", "Bm25Scorer", "HybridScorer",
-    "SCORERS", "resolve_scorer", "bm25_idf", "LEXICAL_WEIGHT", "RECENCY_WEIGHT",
-    "RECENCY_SCALE_DAYS", "SCORE_DECIMALS",
+    "SCORERS", "resolve_scorer", "bm25_idf", "bm25_term_weight", "BM25_K1", "BM25_B",
+    "LEXICAL_WEIGHT", "RECENCY_WEIGHT", "RECENCY_SCALE_DAYS", "SCORE_DECIMALS",
     # the five stages and the engine
     "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",
     "RecallResult", "RecallQueryError", "RecallEngine", "normalize_recall_query",
@@ -123,5 +126,5 @@ __all__ = [
     "outcomes_frame", "describe_set",
     # the agent-facing tool
     "RECALL_HISTORY_TOOL", "TEACHING_RECORDS", "DEMOS", "RemoteRuntime", "default_runtime",
-    "recall_history", "seed_teaching_records",
+    "recall_history", "add_teaching_records",
 ]

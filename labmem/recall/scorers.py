@@ -3,12 +3,13 @@
 A scorer turns "this record matched these query terms" into a number *and* the reasons
 for it (:class:`RecallScoreBreakdown`). Three are provided:
 
-* :class:`TeachingScorer` — the seed's ranker: 0.85 × share of query terms matched +
+* :class:`TeachingScorer` — s12's ranker: 0.85 × share of query terms matched +
   0.15 × recency. Every matched term counts the same, however common it is.
 * :class:`Bm25Scorer` — Okapi BM25: a rare term counts more than a common one (inverse
   document frequency), repeating a term helps with diminishing returns (``k1``), and a
-  long record is discounted against the average length (``b``). Statistics are those of
-  the user's own records: one user's vocabulary never weighs another user's recall.
+  long record is discounted against the average length (``b``); one term's part is
+  :func:`bm25_term_weight`. Statistics are those of the user's own records: one user's
+  vocabulary never weighs another user's recall.
 * :class:`HybridScorer` — BM25 scaled into [0, 1] by the query's best possible BM25
   score, blended with the same recency term the teaching scorer uses.
 
@@ -35,13 +36,16 @@ from labmem.recall.index import Postings
 __all__ = [
     "RecallScoreBreakdown", "CorpusStats", "Scorer", "TeachingScorer", "Bm25Scorer",
     "HybridScorer", "SCORERS", "resolve_scorer", "recency_weight", "age_days", "bm25_idf",
+    "bm25_term_weight", "BM25_K1", "BM25_B",
 ]
 
 SCORE_DECIMALS = 6
-LEXICAL_WEIGHT = 0.85  # the seed's teaching weights
+LEXICAL_WEIGHT = 0.85  # the teaching scorer's weights: matching dominates, time separates
 RECENCY_WEIGHT = 0.15
 RECENCY_SCALE_DAYS = 30.0
 SECONDS_PER_DAY = 86_400
+BM25_K1 = 1.2  # the textbook defaults (see Bm25Scorer for why they were kept)
+BM25_B = 0.75
 
 
 def _r(value: float) -> float:
@@ -114,6 +118,30 @@ def bm25_idf(document_frequency: int, searched_records: int) -> float:
     return math.log1p((searched_records - document_frequency + 0.5) / (document_frequency + 0.5))
 
 
+def _saturated_part(idf, count, length, average_length, k1, b):
+    """idf × count·(k1 + 1) / (count + k1·(1 − b + b·length/average_length))."""
+    norm = 1.0 - b + b * (length / average_length if average_length else 0.0)
+    return idf * count * (k1 + 1) / (count + k1 * norm)
+
+
+def bm25_term_weight(count: float | np.ndarray, document_frequency: int, searched_records: int,
+                     length: float | np.ndarray, average_length: float,
+                     k1: float = BM25_K1, b: float = BM25_B) -> float | np.ndarray:
+    """One query term's BM25 part in one record: idf × saturated, length-normalized count.
+
+    ``count`` is how often the term occurs in the record, ``length`` how many terms the
+    record has; ``document_frequency`` of the ``searched_records`` contain the term, and
+    ``average_length`` is their mean length. Repeating a term helps less each time (``k1``
+    bounds the count factor by k1 + 1), and a record longer than average is discounted
+    (``b`` = 0: not at all, 1: fully); an average length of 0 (an empty collection) counts
+    the length ratio as 0 rather than dividing by it. ``count`` and ``length`` may be numpy
+    arrays: the vectorized :meth:`Scorer.estimate` and the exact :meth:`Scorer.explain` share
+    this one formula, so what the engine prunes by is what the breakdown shows.
+    """
+    return _saturated_part(bm25_idf(document_frequency, searched_records), count, length,
+                           average_length, k1, b)
+
+
 def _recency_vector(captured_at: np.ndarray, as_of_seconds: float) -> np.ndarray:
     days = np.maximum(0.0, (as_of_seconds - captured_at) / SECONDS_PER_DAY)
     return 1.0 / (1.0 + days / RECENCY_SCALE_DAYS)
@@ -172,7 +200,7 @@ class Scorer:
 
 
 class TeachingScorer(Scorer):
-    """The seed's scorer: 0.85 × coverage + 0.15 × recency (its name is the seed's)."""
+    """s12's scorer: 0.85 × coverage + 0.15 × recency, reported as ``lexical_recency``."""
 
     name = "lexical_recency"
     key = "teaching"
@@ -231,8 +259,8 @@ class Bm25Scorer(Scorer):
     grid point (b = 0.9) gained 0.008 MRR, less than one query moving up one rank.
     """
 
-    k1: float = 1.2
-    b: float = 0.75
+    k1: float = BM25_K1
+    b: float = BM25_B
     name = "bm25"
     key = "bm25"
 
@@ -243,16 +271,13 @@ class Bm25Scorer(Scorer):
             raise InvalidInputError("b", f"{self.b!r} is out of range", "use 0 ≤ b ≤ 1")
 
     def term_part(self, count: int, length: int, idf: float, average_length: float) -> float:
-        """One term's BM25 contribution: idf × saturated, length-normalized frequency."""
-        norm = 1.0 - self.b + self.b * (length / average_length if average_length else 0.0)
-        return idf * count * (self.k1 + 1) / (count + self.k1 * norm)
+        """:func:`bm25_term_weight` for a given ``idf`` (to plot saturation and length alone)."""
+        return _saturated_part(idf, count, length, average_length, self.k1, self.b)
 
     def term_weights(self, term, postings, stats):
-        idf = bm25_idf(len(postings), stats.searched_records)
-        avg = stats.average_length
-        norm = 1.0 - self.b + self.b * (postings.lengths / avg if avg else 0.0)
-        counts = postings.counts.astype(np.float64)
-        return idf * counts * (self.k1 + 1) / (counts + self.k1 * norm)
+        return bm25_term_weight(postings.counts.astype(np.float64), len(postings),
+                                stats.searched_records, postings.lengths,
+                                stats.average_length, self.k1, self.b)
 
     def combine(self, acc, query_terms, as_of_seconds, stats):
         return acc.lexical
@@ -260,10 +285,9 @@ class Bm25Scorer(Scorer):
     def term_parts(self, query_terms, term_counts, document_length, stats):
         """Each matched term's contribution, rounded as shown."""
         return {
-            t: _r(self.term_part(term_counts[t], document_length,
-                                 bm25_idf(stats.document_frequency.get(t, 0),
-                                          stats.searched_records),
-                                 stats.average_length))
+            t: _r(bm25_term_weight(term_counts[t], stats.document_frequency.get(t, 0),
+                                   stats.searched_records, document_length,
+                                   stats.average_length, self.k1, self.b))
             for t in query_terms if t in term_counts
         }
 

@@ -2,7 +2,7 @@
 
 Side effects are deferred on purpose: importing this module creates nothing. The
 default store under ``$LABMEM_HOME`` (default ``~/.labmem``) for ``$LABMEM_USER_ID``
-is created — and seeded with a few teaching records — the first time
+is created — and filled with a few teaching records — the first time
 :func:`default_runtime` or :func:`recall_history` runs.
 """
 
@@ -81,7 +81,7 @@ TEACHING_RECORDS: tuple[dict, ...] = (
 )
 
 
-def seed_teaching_records(store: RemoteMemoryStore) -> int:
+def add_teaching_records(store: RemoteMemoryStore) -> int:
     """Append the teaching records that are not stored yet; return how many were added."""
     added = 0
     for item in TEACHING_RECORDS:
@@ -91,7 +91,7 @@ def seed_teaching_records(store: RemoteMemoryStore) -> int:
                          memory_id=item["memory_id"])
             added += 1
         except RemoteMemoryDuplicateError:
-            pass  # another process seeded it first
+            pass  # another process added it first
     return added
 
 
@@ -110,13 +110,13 @@ def default_home() -> Path:
 
 def default_runtime(*, home: str | Path | None = None, user_id: str | None = None,
                     clock: Clock | None = None) -> RemoteRuntime:
-    """Open (creating and seeding on first use) the default remote store."""
+    """Open the default remote store (created, with the teaching records, on first use)."""
     home = Path(home) if home is not None else default_home()
     user_id = user_id or os.environ.get(ENV_USER) or DEFAULT_USER
     path = home / "remote-memory" / f"{scope_digest(user_id)}.jsonl"
     store = RemoteMemoryStore(path, user_id=user_id, clock=clock)
     if len(store) == 0:
-        seed_teaching_records(store)
+        add_teaching_records(store)
     return RemoteRuntime(home, store, RecallEngine(store))
 
 
@@ -141,7 +141,7 @@ def run_s12_demo(out: Callable[[str], None] = print) -> None:
     with tempfile.TemporaryDirectory(prefix="labmem-demo-") as tmp:
         clock = FixedClock(DEMO_NOW)
         store = RemoteMemoryStore(Path(tmp) / "records.jsonl", user_id="demo-user", clock=clock)
-        seed_teaching_records(store)
+        add_teaching_records(store)
         records = store.read_all()
         out(f"store: {len(records)} records for user scope {store.user_scope}")
 

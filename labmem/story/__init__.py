@@ -2,7 +2,7 @@
 
 Modules, in the order the data flows::
 
-    scratchpad   MemoryItem + the upsert rules (semantic memory, one JSON snapshot)
+    scratchpad   MemoryItem + the upsert rules (claim_action; one JSON snapshot)
     writer       chapter result → items (MemoryWriter)
     compactor    keep the pad small without losing an event
     index        index.db (SQLite): state changes, relationships, appearances
@@ -32,7 +32,15 @@ from labmem.story.index import ChapterIndex
 from labmem.story.orchestrator import CUT_TIERS, MemoryOrchestrator, MemoryPack
 from labmem.story.project import StoryProject
 from labmem.story.sample import load_sample_story, sample_story_dir
-from labmem.story.scratchpad import CATEGORIES, STATUSES, MemoryItem, Scratchpad, load_scratchpad
+from labmem.story.scratchpad import (
+    CATEGORIES,
+    STATUSES,
+    UPSERT_ACTIONS,
+    MemoryItem,
+    Scratchpad,
+    claim_action,
+    load_scratchpad,
+)
 from labmem.story.writer import MemoryWriter, WriteReport
 
 __all__ = [
@@ -42,4 +50,5 @@ __all__ = [
     "StoryNotFoundError", "StoryProject", "StoryProjectError", "StoryValidationError",
     "WriteReport", "bootstrap", "compact", "load_scratchpad", "rebuild_scratchpad",
     "load_sample_story", "register_story_commands", "sample_story_dir",
+    "UPSERT_ACTIONS", "claim_action",
 ]

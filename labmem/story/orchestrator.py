@@ -1,6 +1,6 @@
 """MemoryOrchestrator: one memory pack per chapter, inside a token budget.
 
-The pack has three layers (seed 004) plus what the writer must not break::
+The pack has three memory layers plus what the writer must not break::
 
     working_memory     outline of this chapter, latest summaries, protagonist snapshot
     episodic_memory    recent evidence from index.db (state changes, relations, appearances)

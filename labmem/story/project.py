@@ -1,4 +1,4 @@
-"""Where a story project keeps its files (the seed's layout, one directory).
+"""Where a story project keeps its files (the original tool's layout, one directory).
 
 ::
 

@@ -1,11 +1,12 @@
 """The semantic layer: a scratchpad of memory items, deduplicated by key.
 
-``memory_scratchpad.json`` is the long-term memory's source of truth (seed 004). Items
-are bucketed by category and each category has a *dedup key*: two items with the same
-key talk about the same thing, so only one of them can be current.
+``memory_scratchpad.json`` is the long-term memory's source of truth. Items are bucketed
+by category and each category has a *dedup key*: two items with the same key talk about
+the same thing, so only one of them can be current.
 
-The rules of :meth:`Scratchpad.upsert`, and why:
+The rules of :meth:`Scratchpad.upsert` (decided by the pure :func:`claim_action`), and why:
 
+* the same claim again (a retried commit) changes nothing;
 * a newer chapter's value makes the current one ``outdated`` — kept for audit, not deleted;
 * a value from an **older** chapter that arrives late (a revised chapter, a backfill)
   is stored as ``outdated`` and never demotes the newer active value — the original
@@ -16,7 +17,7 @@ The rules of :meth:`Scratchpad.upsert`, and why:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +36,8 @@ ACTIVE, OUTDATED, CONTRADICTED, TENTATIVE = STATUSES
 SCRATCHPAD_FORMAT = "labmem.story.scratchpad/v1"
 MAX_VALUE_CHARS = 2_000
 
-#: Which fields make two items "the same thing" (seed: schema.py's key rules).
+#: Which fields make two items "the same thing": a place or a rule per subject and field,
+#: a loop or a promise per subject.
 KEY_FIELDS: dict[str, tuple[str, ...]] = {
     "character_state": ("subject", "field"),
     "relationships": ("subject", "field"),
@@ -46,8 +48,8 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     "reader_promises": ("subject",),
 }
 
-CREATED, SUPERSEDED, UNCHANGED, LATE, CONFLICT = (
-    "created", "superseded", "unchanged", "late", "contradicted")
+UPSERT_ACTIONS = ("created", "superseded", "unchanged", "late", "contradicted")
+CREATED, SUPERSEDED, UNCHANGED, LATE, CONFLICT = UPSERT_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,48 @@ def dedup_key(category: str, subject: str, field_name: str) -> tuple[str, ...]:
     return (category, *(parts[name] for name in KEY_FIELDS[category]))
 
 
+def _live(items: Iterable[MemoryItem]) -> list[MemoryItem]:
+    """The items that still compete for their key: active, or contradicted and unsettled."""
+    return [item for item in items if item.status in (ACTIVE, CONTRADICTED)]
+
+
+def _restates(item: MemoryItem, claim: MemoryItem) -> bool:
+    """``item`` already says what ``claim`` says: same chapter, value and payload.
+
+    A late claim is stored with an extra ``late_arrival`` mark; that mark does not make
+    the retried claim a different one.
+    """
+    return (item.source_chapter == claim.source_chapter and item.value == claim.value
+            and item.payload in (claim.payload, {**claim.payload, "late_arrival": True}))
+
+
+def claim_action(stored: Sequence[MemoryItem], claim: MemoryItem) -> str:
+    """What upserting ``claim`` does, given the items already ``stored`` under its dedup key.
+
+    One of :data:`UPSERT_ACTIONS`, decided in this order:
+
+    1. ``unchanged`` — a stored item, whatever its status, already says the same thing
+       (:func:`_restates`): a retried commit must not add a copy;
+    2. ``late`` — a live rival (active or contradicted) comes from a newer chapter: story
+       order decides, so the claim is filed as history and demotes nothing;
+    3. ``contradicted`` — a live rival comes from the same chapter: two values for one
+       chapter cannot both be true, so neither wins;
+    4. ``superseded`` — every live rival is older: they become ``outdated``;
+    5. ``created`` — nothing live competes.
+    """
+    if any(_restates(item, claim) for item in stored):
+        return UNCHANGED
+    rivals = _live(stored)
+    if not rivals:
+        return CREATED
+    newest = max(item.source_chapter for item in rivals)
+    if claim.source_chapter < newest:
+        return LATE
+    if claim.source_chapter == newest:
+        return CONFLICT
+    return SUPERSEDED
+
+
 @dataclass(frozen=True)
 class UpsertOutcome:
     """What one upsert did: the item as stored and the items whose status it changed."""
@@ -174,34 +218,30 @@ class Scratchpad:
             field=field, value=value, payload=payload or {}, status=ACTIVE,
             source_chapter=source_chapter, evidence=tuple(evidence),
             updated_at=self.clock.now())
-        rivals = [item for item in self.by_key(candidate.key)
-                  if item.status in (ACTIVE, CONTRADICTED)]
-        newest = max((item.source_chapter for item in rivals), default=0)
-        same = [item for item in rivals if item.source_chapter == source_chapter]
-        repeat = next((item for item in self.by_key(candidate.key)
-                       if item.source_chapter == source_chapter and item.value == value
-                       and item.payload in (candidate.payload,
-                                            {**candidate.payload, "late_arrival": True})), None)
-        if repeat is not None:  # a retried commit: same claim, same chapter, any status
-            return UpsertOutcome(UNCHANGED, repeat)
+        stored = self.by_key(candidate.key)
+        action = claim_action(stored, candidate)
+        if action == UNCHANGED:
+            return UpsertOutcome(UNCHANGED, next(i for i in stored if _restates(i, candidate)))
         self.next_id += 1
-        if rivals and source_chapter < newest:
+        rivals = _live(stored)
+        if action == LATE:
             # Limit 1 of the original, fixed: story order, not arrival order, decides.
-            stored = replace(candidate, status=OUTDATED, payload={**candidate.payload,
-                                                                  "late_arrival": True})
-            self.items.append(stored)
-            return UpsertOutcome(LATE, stored)
-        if same:
+            late = replace(candidate, status=OUTDATED, payload={**candidate.payload,
+                                                                "late_arrival": True})
+            self.items.append(late)
+            return UpsertOutcome(LATE, late)
+        if action == CONFLICT:
             # Same key, same chapter, different value: neither claim can win.
-            demoted = tuple(replace(item, status=CONTRADICTED) for item in same)
+            demoted = tuple(replace(item, status=CONTRADICTED) for item in rivals
+                            if item.source_chapter == source_chapter)
             self._replace_all(demoted)
-            stored = replace(candidate, status=CONTRADICTED)
-            self.items.append(stored)
-            return UpsertOutcome(CONFLICT, stored, demoted)
+            contradicted = replace(candidate, status=CONTRADICTED)
+            self.items.append(contradicted)
+            return UpsertOutcome(CONFLICT, contradicted, demoted)
         demoted = tuple(replace(item, status=OUTDATED) for item in rivals)
         self._replace_all(demoted)
         self.items.append(candidate)
-        return UpsertOutcome(SUPERSEDED if demoted else CREATED, candidate, demoted)
+        return UpsertOutcome(action, candidate, demoted)
 
     def _replace_all(self, changed: Iterable[MemoryItem]) -> None:
         by_id = {item.id: item for item in changed}

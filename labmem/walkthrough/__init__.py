@@ -3,9 +3,18 @@
 It adds no memory mechanism of its own. It composes the chapters' public APIs
 (s09 → s14), drops every object half-way and rebuilds them from disk, and writes a
 manifest of boundary checks — a report, never a source of truth.
+
+Its one rule of its own sits at the seam between s10 and s13:
+:func:`reference_status` says what the workspace, as the artifact's reference owner,
+can vouch for — read from the stored fact, so it survives a restart.
 """
 
-from labmem.walkthrough.owner import WorkspaceReferenceOwner
+from labmem.walkthrough.owner import (
+    DIGEST_MARK,
+    WorkspaceReferenceOwner,
+    reference_evidence,
+    reference_status,
+)
 from labmem.walkthrough.run import (
     CHECKS,
     MANIFEST_NAME,
@@ -16,5 +25,6 @@ from labmem.walkthrough.run import (
     run_walkthrough,
 )
 
-__all__ = ["CHECKS", "MANIFEST_NAME", "OWNERS", "OWNERSHIP", "WalkthroughError",
-           "WalkthroughResult", "WorkspaceReferenceOwner", "run_walkthrough"]
+__all__ = ["CHECKS", "DIGEST_MARK", "MANIFEST_NAME", "OWNERS", "OWNERSHIP", "WalkthroughError",
+           "WalkthroughResult", "WorkspaceReferenceOwner", "reference_evidence",
+           "reference_status", "run_walkthrough"]

@@ -52,7 +52,7 @@ OWNERS = {  # top-level folder of the home -> the layer that owns it
 }
 
 
-# The seed's table: these objects are not the same kind of memory.
+# Who owns what: these objects are not the same kind of memory.
 OWNERSHIP = (
     ("transcript event", "s09 session evidence", "one session, append-only, replayable",
      "no: written events are never rewritten"),

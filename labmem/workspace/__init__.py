@@ -4,7 +4,9 @@ The chapter in four small modules, each one concept:
 
 * :mod:`labmem.workspace.facts` — the :class:`Fact` record and the append-only daily logs;
 * :mod:`labmem.workspace.curation` — :class:`DistillPolicy` and the pure fold that turns
-  old-enough facts into curated entries, revision chains and conflict cases;
+  old-enough facts into curated entries, revision chains and conflict cases; its two
+  rules are functions of their own: :func:`is_promotable` (may a group become an entry?)
+  and :func:`judge_rivals` (keep, supersede, or fail closed into a conflict?);
 * :mod:`labmem.workspace.projection` — ``MEMORY.md`` and the agent's context block;
 * :mod:`labmem.workspace.memory` — :class:`WorkspaceMemory`, which owns the files, the
   lock, and the crash-safe human resolution of conflicts.
@@ -17,6 +19,9 @@ from labmem.workspace.curation import (
     DistillPolicy,
     DistillReport,
     Resolution,
+    RivalVerdict,
+    is_promotable,
+    judge_rivals,
 )
 from labmem.workspace.facts import (
     KINDS,
@@ -40,9 +45,9 @@ from labmem.workspace.projection import WorkspaceContext
 
 __all__ = [
     "KINDS", "STABLE_KINDS", "RESOLUTION_BOUNDARIES", "Candidate", "ConflictCase",
-    "CuratedEntry", "DistillPolicy", "DistillReport", "Fact", "Resolution",
+    "CuratedEntry", "DistillPolicy", "DistillReport", "Fact", "Resolution", "RivalVerdict",
     "StaleResolutionError", "WorkspaceConflictError", "WorkspaceContext",
     "WorkspaceCorruptionError", "WorkspaceDuplicateError", "WorkspaceError",
     "WorkspaceMemory", "WorkspaceScopeError", "WorkspaceValidationError", "daily_file_name",
-    "read_daily_file",
+    "is_promotable", "judge_rivals", "read_daily_file",
 ]

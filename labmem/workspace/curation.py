@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,10 +41,12 @@ from labmem.workspace.facts import (
 )
 
 __all__ = ["DistillPolicy", "DistillReport", "CuratedEntry", "Candidate", "ConflictCase",
-           "Resolution", "CuratedState", "distill_facts", "apply_resolution"]
+           "Resolution", "CuratedState", "RivalVerdict", "distill_facts", "apply_resolution",
+           "is_promotable", "judge_rivals"]
 
 ACTIVE, SUPERSEDED = "active", "superseded"
 OPEN, RESOLVED = "open", "resolved"
+KEEP, SUPERSEDE, CONFLICT = "keep", "supersede", "conflict"
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
@@ -344,9 +346,68 @@ def _strength(facts: Iterable[Fact]) -> int:
     return len(set().union(*(f.evidence_ids for f in facts)))
 
 
-def _promotable(facts: list[Fact], policy: DistillPolicy) -> bool:
+def is_promotable(facts: Sequence[Fact], policy: DistillPolicy) -> bool:
+    """May this group of same-valued facts become a curated entry?
+
+    Yes when one of them is important enough on its own, or when together they rest on
+    enough *independent* evidence (distinct evidence ids — the same transcript event
+    logged twice is one piece of evidence, not a repeat). Age and kind are checked before
+    a fact reaches a group; this is only the "proven itself" part of the rule.
+    """
     return (max(f.importance for f in facts) >= policy.minimum_importance
             or _strength(facts) >= policy.repeat_threshold)
+
+
+@dataclass(frozen=True)
+class RivalVerdict:
+    """What a key's rival facts come to against its active revision, in one step.
+
+    ``outcome`` is ``"keep"`` (no rival value has enough new evidence: nothing changes),
+    ``"supersede"`` (``values`` holds the one winning value, which becomes the next
+    revision) or ``"conflict"`` (``values`` holds the equally strong strongest values,
+    sorted: the key fails closed and waits for a human). Values are normalized text.
+    ``stale`` lists the ids of the rival facts that are not newer than the active
+    revision: they are counted and ignored, so old notes can never roll a key back.
+    """
+
+    outcome: str
+    values: tuple[str, ...] = ()
+    stale: tuple[str, ...] = ()
+
+
+def _by_value(facts: Iterable[Fact]) -> dict[str, list[Fact]]:
+    groups: dict[str, list[Fact]] = defaultdict(list)
+    for fact in facts:
+        groups[normalize_text(fact.content)].append(fact)
+    return groups
+
+
+def _outcome(qualified: Mapping[str, list[Fact]]) -> tuple[str, tuple[str, ...]]:
+    """The outcome among qualified values, and the values with the most independent
+    evidence, sorted: none qualified keeps, one strongest supersedes, a tie conflicts."""
+    if not qualified:
+        return KEEP, ()
+    best = max(_strength(fs) for fs in qualified.values())
+    strongest = tuple(sorted(v for v, fs in qualified.items() if _strength(fs) == best))
+    return (SUPERSEDE if len(strongest) == 1 else CONFLICT), strongest
+
+
+def judge_rivals(rivals: Sequence[Fact], newer_than: datetime,
+                 threshold: int) -> RivalVerdict:
+    """The supersession rule for one key that already has an active revision.
+
+    ``rivals`` are the key's new facts that do not confirm the active value;
+    ``newer_than`` is the active revision's ``last_recorded_at``; ``threshold`` is the
+    policy's ``supersession_repeat_threshold``. A rival at or before ``newer_than`` is
+    stale. The newer ones are grouped by normalized value; a value qualifies with at
+    least ``threshold`` distinct evidence ids. The single strongest qualified value
+    supersedes; equally strong strongest values are a conflict; no qualified value keeps.
+    """
+    stale = tuple(f.fact_id for f in rivals if f.recorded_at <= newer_than)
+    groups = _by_value(f for f in rivals if f.recorded_at > newer_than)
+    qualified = {v: fs for v, fs in groups.items() if _strength(fs) >= threshold}
+    outcome, values = _outcome(qualified)
+    return RivalVerdict(outcome, values, stale)
 
 
 def distill_facts(state: CuratedState, facts: Iterable[Fact], *, policy: DistillPolicy,
@@ -377,7 +438,7 @@ def distill_facts(state: CuratedState, facts: Iterable[Fact], *, policy: Distill
         if entry_id in entries:
             entries[entry_id] = entries[entry_id].merged(group)
             tally.updated.add(entry_id)
-        elif _promotable(group, policy):
+        elif is_promotable(group, policy):
             entries[entry_id] = _new_entry(entry_id, group)
             tally.created.add(entry_id)
         else:
@@ -424,28 +485,25 @@ def _fold_key(key: str, facts: list[Fact], active: CuratedEntry | None,
                     tally.updated.add(active.entry_id)
             same_ids = {f.fact_id for f in same}
             rivals = [f for f in pending if f.fact_id not in same_ids]
-            stale = [f for f in rivals if f.recorded_at <= active.last_recorded_at]
-            tally.stale += len(stale)
-            pending = [f for f in rivals if f.recorded_at > active.last_recorded_at]
-        if active is None:
-            qualified = _first_to_qualify(pending, policy)
+            verdict = judge_rivals(rivals, newer_than=active.last_recorded_at,
+                                   threshold=policy.supersession_repeat_threshold)
+            tally.stale += len(verdict.stale)
+            stale_ids = set(verdict.stale)
+            pending = [f for f in rivals if f.fact_id not in stale_ids]
+            groups = _by_value(pending)
+            outcome, strongest = verdict.outcome, verdict.values
         else:
-            by_value: dict[str, list[Fact]] = defaultdict(list)
-            for fact in pending:
-                by_value[normalize_text(fact.content)].append(fact)
-            qualified = {v: fs for v, fs in by_value.items()
-                         if _strength(fs) >= policy.supersession_repeat_threshold}
-        if not qualified:
+            groups = _first_to_qualify(pending, policy)  # the key's first value
+            outcome, strongest = _outcome(groups)
+        if outcome == KEEP:
             tally.skipped += len(pending)
             return
-        best = max(_strength(fs) for fs in qualified.values())
-        strongest = sorted(v for v, fs in qualified.items() if _strength(fs) == best)
-        if len(strongest) > 1:
-            case = _conflict(key, active, [qualified[v] for v in strongest], as_of)
+        if outcome == CONFLICT:
+            case = _conflict(key, active, [groups[v] for v in strongest], as_of)
             conflicts[case.conflict_id] = case
             tally.skipped += len(pending)
             return
-        winner = qualified[strongest[0]]
+        winner = groups[strongest[0]]
         active = _supersede(key, active, winner, entries, tally)
         won = {f.fact_id for f in winner}
         pending = [f for f in pending if f.fact_id not in won]
@@ -464,7 +522,7 @@ def _first_to_qualify(facts: list[Fact], policy: DistillPolicy) -> dict[str, lis
         while i < len(facts) and facts[i].recorded_at == moment:
             by_value[normalize_text(facts[i].content)].append(facts[i])
             i += 1
-        qualified = {v: list(fs) for v, fs in by_value.items() if _promotable(fs, policy)}
+        qualified = {v: list(fs) for v, fs in by_value.items() if is_promotable(fs, policy)}
         if qualified:
             return qualified
     return {}

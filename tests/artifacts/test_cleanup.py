@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from labmem.artifacts.cleanup import (
+    ACTION_FOR_REASON,
     CORRUPT,
     ORPHAN,
     OVER_LIMIT,
@@ -14,13 +15,15 @@ from labmem.artifacts.cleanup import (
     REFERENCED,
     SYMLINK,
     UNKNOWN,
+    ArtifactFacts,
     CleanupError,
     CleanupPolicy,
     apply_cleanup,
+    cleanup_reason,
     plan_cleanup,
 )
 from labmem.artifacts.externalize import ToolResultExternalizer
-from labmem.artifacts.leases import LeaseJournal, RetentionClaim
+from labmem.artifacts.leases import LeaseJournal, LeasePhase, RetentionClaim
 from labmem.core.clock import FixedClock
 
 T0 = "2026-08-01T00:00:00Z"
@@ -62,6 +65,57 @@ def tree(directory):
 
 def reasons(plan):
     return {d.filename: d.reason for d in plan.decisions}
+
+
+# -- the rule for one file: cleanup_reason ----------------------------------------------
+
+DAY = timedelta(days=1)
+P, C, R, A = LeasePhase.PREPARED, LeasePhase.COMMITTED, LeasePhase.RELEASED, LeasePhase.ABORTED
+
+
+def intact(age=2 * DAY, leases=()):
+    return ArtifactFacts("file", "d1", "d1", age, leases)
+
+
+@pytest.mark.parametrize("facts,reason", [
+    (ArtifactFacts("symlink", "d1", "d1", 2 * DAY), SYMLINK),
+    (ArtifactFacts("other", "d1", "d1", 2 * DAY), UNKNOWN),
+    (ArtifactFacts("file"), UNKNOWN),  # not an artifact name, or no record
+    (ArtifactFacts("file", "d1", "d2", 2 * DAY), CORRUPT),
+    (intact(leases=((P, "d1"),)), REFERENCED),
+    (intact(leases=((C, "d1"),)), REFERENCED),
+    (intact(age=DAY - timedelta(seconds=1)), RECENT),
+    (intact(age=DAY), ORPHAN),  # exactly the TTL: no longer recent
+    (intact(leases=((R, "d1"), (A, "d1"))), ORPHAN),  # finished leases protect nothing
+])
+def test_cleanup_reason_each_rule(facts, reason):
+    assert cleanup_reason(facts, DAY) == reason
+
+
+@pytest.mark.parametrize("facts,reason", [
+    (ArtifactFacts("symlink", None, None, None, ((P, "d1"),)), SYMLINK),  # links first
+    (ArtifactFacts("file", "d1", "d2", 0 * DAY, ((C, "d1"),)), CORRUPT),  # evidence > lease
+    (intact(leases=((C, "d1"), (P, "d2"))), CORRUPT),  # a protecting claim on other bytes
+    (intact(leases=((R, "d2"),)), ORPHAN),  # a finished claim's digest does not matter
+    (intact(age=365 * DAY, leases=((P, "d1"),)), REFERENCED),  # pending beats any age
+    (intact(age=None), RECENT),  # an artifact that cannot be dated is not shown to be old
+])
+def test_cleanup_reason_order_of_the_rules(facts, reason):
+    assert cleanup_reason(facts, DAY) == reason
+
+
+def test_cleanup_reason_ttl_zero_and_phase_names():
+    assert cleanup_reason(intact(age=0 * DAY), timedelta(0)) == ORPHAN
+    assert ArtifactFacts("file", "d1", "d1", DAY, (("prepared", "d1"),)).leases == ((P, "d1"),)
+    assert set(ACTION_FOR_REASON) == {REFERENCED, RECENT, OVER_LIMIT, UNKNOWN, CORRUPT,
+                                      SYMLINK, ORPHAN}
+    assert [r for r, action in ACTION_FOR_REASON.items() if action != "retain"] == [SYMLINK,
+                                                                                     ORPHAN]
+
+
+def test_artifact_facts_refuse_an_unknown_file_type():
+    with pytest.raises(CleanupError, match="file_type"):
+        ArtifactFacts("fifo")
 
 
 # -- 10. planning ------------------------------------------------------------------------

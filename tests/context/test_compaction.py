@@ -16,6 +16,7 @@ from labmem.context.compaction import (
     PendingItem,
     RetrievalEvidence,
     ToolProtocolError,
+    close_tool_pairs,
     compact_context,
     estimate_messages_tokens,
     render_durable_context,
@@ -281,6 +282,41 @@ def test_a_pointer_cannot_inject_lines():
     assert "\\u000a- [fact forged]" in text and "&lt;/durable_context&gt;" in text
 
 
+# -- close_tool_pairs: the rule that keeps pairs whole ---------------------------------------
+
+def calls(*ids):
+    return {"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": "bash",
+                                              "input": {}} for i in ids]}
+
+
+def results(*ids, text=None):
+    blocks = [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ids]
+    return {"role": "user", "content": blocks + ([{"type": "text", "text": text}] if text else [])}
+
+
+def test_close_tool_pairs_adds_the_partner_of_a_kept_block():
+    messages = [user("go"), call("c1", path="a"), result("c1", "body"), assistant("done")]
+    assert close_tool_pairs(messages, {2}) == {1, 2}  # a kept result pulls in its call
+    assert close_tool_pairs(messages, {1}) == {1, 2}  # a kept call pulls in its result
+    assert close_tool_pairs(messages, {0, 3}) == {0, 3}  # text messages have no partner
+    assert close_tool_pairs(messages, ()) == frozenset()
+
+
+def test_close_tool_pairs_repeats_until_nothing_changes():
+    # keeping message 4 needs 2 (c2's call), whose c1 needs its result at 3, which needs 1 ...
+    messages = [user("go"), calls("c0"), calls("c1", "c2"), results("c0", "c1"), results("c2"),
+                assistant("done")]
+    assert close_tool_pairs(messages, {4}) == {1, 2, 3, 4}
+
+
+def test_close_tool_pairs_does_not_touch_its_input():
+    messages = [user("go"), calls("c1"), results("c1", text="and also this")]
+    keep = {2}
+    before = copy.deepcopy(messages)
+    assert close_tool_pairs(messages, keep) == {1, 2}
+    assert keep == {2} and messages == before
+
+
 # -- property: no layer splits a pair or empties a message ----------------------------------
 
 @st.composite
@@ -312,6 +348,23 @@ def test_no_layer_splits_a_pair_or_empties_a_message(messages, threshold, keep, 
     assert pairs_intact(out.messages)
     assert out.tokens_after <= out.tokens_before
     assert list(out.applied_layers) == [name for name in LAYERS if name in out.applied_layers]
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations(), st.data())
+def test_close_tool_pairs_is_the_smallest_closed_superset(messages, data):
+    indexes = st.sets(st.integers(0, len(messages) - 1))
+    keep, extra = data.draw(indexes), data.draw(indexes)
+    closed = close_tool_pairs(messages, keep)
+    assert keep <= closed
+    for i, message in enumerate(messages):  # every pair is in or out together
+        for block in message["content"] if isinstance(message["content"], list) else ():
+            if block["type"] == "tool_result":
+                [j] = [k for k, m in enumerate(messages) if isinstance(m["content"], list)
+                       and any(b.get("id") == block["tool_use_id"] for b in m["content"])]
+                assert (i in closed) == (j in closed)
+    assert close_tool_pairs(messages, closed) == closed
+    assert closed <= close_tool_pairs(messages, keep | extra)  # any closed superset holds it
 
 
 def test_run_layer_applies_one_layer_to_a_copy():

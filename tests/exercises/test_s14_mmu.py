@@ -3,9 +3,12 @@
 import pytest
 
 from labmem.exercises import s14_mmu
+from labmem.mmu import choose_evictions
+
+BUILD = s14_mmu.BUILD[0]
 
 
-@pytest.mark.parametrize("check", [s14_mmu.check_factor_score, s14_mmu.check_recency_age,
+@pytest.mark.parametrize("check", [s14_mmu.check_factor_score, s14_mmu.check_recency,
                                    s14_mmu.check_budget_fits, s14_mmu.check_needs_l2])
 def test_unanswered_is_not_correct(check):
     feedback = check(None)
@@ -19,10 +22,13 @@ def test_factor_score():
     assert not s14_mmu.check_factor_score("0.57")
 
 
-def test_recency_age():
-    assert s14_mmu.check_recency_age(3)
-    assert not s14_mmu.check_recency_age(8)  # not 1/8 of a day
-    assert not s14_mmu.check_recency_age(True)
+def test_recency():
+    assert s14_mmu.check_recency(1 / 16)
+    assert s14_mmu.check_recency(2 ** -4)
+    wrong_half_life = s14_mmu.check_recency(0.5)  # the default one-day half-life
+    assert not wrong_half_life and "six hours" in wrong_half_life.message
+    assert not s14_mmu.check_recency(0.25)
+    assert not s14_mmu.check_recency(True)
 
 
 def test_budget_fits():
@@ -31,8 +37,89 @@ def test_budget_fits():
     assert not s14_mmu.check_budget_fits("yes")
 
 
+def test_the_exercise_4_notes_are_the_hand_computed_ones():
+    rows = {row["case_id"]: row for row in s14_mmu.exercise_4_table()}
+    assert rows["backups"]["chars"] <= 160  # kept whole
+    assert rows["paging"]["fact_starts_at"] < 160 < rows["paging"]["fact_ends_before"]
+    assert rows["failover"]["fact_ends_before"] == 160  # its last word touches the cut
+    assert rows["refunds"]["fact_ends_before"] < 120
+    assert {r.case_id for r in s14_mmu.exercise_4_rows() if r.needs_l2} == {"paging",
+                                                                             "failover"}
+
+
 def test_needs_l2():
-    assert s14_mmu.check_needs_l2({"negation", "number", "condition", "exception"})
-    assert not s14_mmu.check_needs_l2({"negation", "number", "condition", "exception",
-                                       "early-number"})
-    assert not s14_mmu.check_needs_l2("negation")
+    assert s14_mmu.check_needs_l2({"paging", "failover"})
+    assert s14_mmu.check_needs_l2(["failover", "paging"])
+    missed_edge = s14_mmu.check_needs_l2({"paging"})  # "the first 160 characters are kept"
+    assert not missed_edge and "last space" in missed_edge.message
+    assert not s14_mmu.check_needs_l2({"paging", "failover", "backups"})
+    assert "unknown" in s14_mmu.check_needs_l2({"negation"}).message
+    assert not s14_mmu.check_needs_l2("paging")
+
+
+# -- the build exercise ---------------------------------------------------------------------
+
+def _evictable(pages, min_residency):
+    return [p for p in pages if not p.pinned and not p.protected and p.age >= min_residency]
+
+
+def _take(ordered, tokens_to_free):
+    chosen, freed = [], 0
+    for page in ordered:
+        if freed >= tokens_to_free:
+            break
+        chosen.append(page.record_id)
+        freed += page.tokens
+    return tuple(chosen)
+
+
+def test_the_reference_passes():
+    feedback = BUILD.check(choose_evictions)
+    assert feedback.ok and "300 generated inputs" in feedback.message
+    assert BUILD.chapter == "s14 MMU"
+
+
+def test_a_constant_fails_with_a_counterexample():
+    feedback = BUILD.check(lambda pages, tokens_to_free, min_residency: ())
+    assert not feedback
+    assert feedback.message.startswith("on pages [m-000001") and "Hint:" in feedback.message
+
+
+def test_forgetting_the_tie_break_fails_on_two_equal_scores():
+    def no_tie_break(pages, tokens_to_free, min_residency):
+        ordered = sorted(_evictable(pages, min_residency), key=lambda p: p.keep_score)
+        if tokens_to_free <= 0 or sum(p.tokens for p in ordered) < tokens_to_free:
+            return ()
+        return _take(ordered, tokens_to_free)
+
+    feedback = BUILD.check(no_tie_break)
+    assert not feedback
+    assert feedback.message.startswith(
+        "on pages [m-000002 (keep 0.5, last 09:00, 1 tok, age 0); "
+        "m-000001 (keep 0.5, last 09:00, 1 tok, age 0)], tokens_to_free=1")
+    assert "the library's returned ('m-000001',)" in feedback.message
+
+
+def test_evicting_as_much_as_possible_fails_the_all_or_nothing_rule():
+    def best_effort(pages, tokens_to_free, min_residency):
+        ordered = sorted(_evictable(pages, min_residency),
+                         key=lambda p: (p.keep_score, p.last_access, p.record_id))
+        return _take(ordered, tokens_to_free) if tokens_to_free > 0 else ()
+
+    feedback = BUILD.check(best_effort)
+    assert not feedback
+    assert "tokens_to_free=2" in feedback.message
+    assert "yours returned ('m-000001',), the library's returned ()" in feedback.message
+
+
+def test_ignoring_the_age_rule_fails():
+    feedback = BUILD.check(lambda pages, amount, min_residency: choose_evictions(pages, amount))
+    assert not feedback and "min_residency=1" in feedback.message
+
+
+def test_a_stub_is_not_written_yet():
+    def choose_victims(pages, tokens_to_free, min_residency):
+        raise NotImplementedError
+
+    feedback = BUILD.check(choose_victims)
+    assert not feedback and "not written yet" in feedback.message

@@ -31,6 +31,7 @@ from labmem.recall.scorers import (
     HybridScorer,
     TeachingScorer,
     bm25_idf,
+    bm25_term_weight,
     resolve_scorer,
 )
 from labmem.recall.sqlite_store import SqliteMemoryStore
@@ -187,6 +188,97 @@ def test_bm25_saturates_repetition_and_discounts_length():
     assert once < twice < many < scorer.k1 + 1  # more helps, ever less, never past k1 + 1
     assert scorer.term_part(1, 40, 1.0, 10.0) < scorer.term_part(1, 5, 1.0, 10.0)
     assert Bm25Scorer(b=0).term_part(1, 40, 1.0, 10.0) == Bm25Scorer(b=0).term_part(1, 5, 1, 10)
+
+
+# -- one BM25 term weight: the formula that explain and estimate share ---------------------
+
+def test_bm25_term_weight_by_hand():
+    # tf 2 in a 40-term record; the term is in 5 of 98 records, which average 48.8 terms
+    idf = math.log1p((98 - 5 + 0.5) / (5 + 0.5))
+    norm = 1 - 0.75 + 0.75 * 40 / 48.8
+    expected = idf * 2 * 2.2 / (2 + 1.2 * norm)
+    assert bm25_term_weight(2, 5, 98, 40, 48.8) == pytest.approx(expected, rel=1e-15)
+    assert bm25_term_weight(2, 5, 98, 40, 48.8) == bm25_term_weight(2, 5, 98, 40, 48.8, 1.2, 0.75)
+
+
+def test_bm25_term_weight_knobs():
+    idf = bm25_idf(3, 40)
+    assert bm25_term_weight(7, 3, 40, 90, 30.0, k1=0.0) == pytest.approx(idf)  # count ignored
+    assert (bm25_term_weight(1, 3, 40, 90, 30.0, b=0.0)
+            == bm25_term_weight(1, 3, 40, 5, 30.0, b=0.0))  # length ignored
+    assert (bm25_term_weight(2, 3, 40, 30, 30.0, b=0.0)
+            == bm25_term_weight(2, 3, 40, 30, 30.0, b=1.0))  # average length: b is moot
+    weights = [bm25_term_weight(n, 3, 40, 30, 30.0) for n in (1, 2, 5, 50)]
+    assert weights == sorted(weights) and weights[-1] < idf * (1.2 + 1)  # saturates
+    assert bm25_term_weight(1, 3, 40, 60, 30.0) < bm25_term_weight(1, 3, 40, 15, 30.0)
+    assert bm25_term_weight(1, 1, 40, 30, 30.0) > bm25_term_weight(1, 30, 40, 30, 30.0)
+    assert bm25_term_weight(1, 3, 40, 30, 0.0) > 0  # an empty collection does not divide by 0
+
+
+def test_bm25_term_weight_takes_arrays_with_the_same_result():
+    counts, lengths = np.array([1.0, 2.0, 5.0, 3.0]), np.array([10, 40, 7, 3])
+    got = bm25_term_weight(counts, 4, 50, lengths, 20.0, 1.5, 0.6)
+    assert got.tolist() == [bm25_term_weight(int(c), 4, 50, int(n), 20.0, 1.5, 0.6)
+                            for c, n in zip(counts, lengths, strict=True)]
+
+
+def test_term_part_is_the_term_weight_for_a_given_idf():
+    for k1, b in ((1.2, 0.75), (0.0, 1.0), (2.0, 0.0)):
+        assert (Bm25Scorer(k1, b).term_part(3, 25, bm25_idf(4, 50), 20.0)
+                == bm25_term_weight(3, 4, 50, 25, 20.0, k1, b))
+
+
+def test_bm25_term_weight_is_public():
+    from labmem import recall
+
+    assert recall.bm25_term_weight is bm25_term_weight and "bm25_term_weight" in recall.__all__
+
+
+@pytest.mark.parametrize("scorer", [Bm25Scorer(), Bm25Scorer(k1=0.9, b=0.4), HybridScorer()])
+def test_explain_shows_bm25_term_weights(tmp_path, scorer):
+    store = make_store(tmp_path)
+    fill(store, [(["wal", "wal", "sqlite", "budget"], 0, False), (["sqlite", "budget"], 0, False),
+                 (["budget"], 0, False)])
+    q, c, stats = candidate_for(store, "wal sqlite budget", "m-000")
+    b = score_recall_candidate(q, c, as_of=NOW, scorer=scorer, stats=stats)
+    weights = {t: bm25_term_weight(c.term_counts[t], stats.document_frequency[t],
+                                   stats.searched_records, c.document_length,
+                                   stats.average_length, scorer.k1, scorer.b)
+               for t in c.matched_terms}
+    if isinstance(scorer, Bm25Scorer):
+        assert dict(b.term_contributions) == {t: round(w, 6) for t, w in weights.items()}
+    else:  # the hybrid shows each weight as a share of the query's best possible BM25
+        ceiling = scorer.best_possible(q.terms, stats)
+        assert dict(b.term_contributions) == {
+            t: round((1 - scorer.recency_weight) * round(w, 6) / ceiling, 6)
+            for t, w in weights.items()}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=records_strategy, queries=queries_strategy,
+       k1=st.sampled_from([1.2, 0.0, 2.0]), b=st.sampled_from([0.75, 0.0, 1.0]))
+def test_bm25_estimate_is_the_sum_of_bm25_term_weights(specs, queries, k1, b):
+    """The numpy path the engine prunes by is bm25_term_weight, term by term."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = make_store(tmp)
+        fill(store, specs)
+        records = store.read_all()
+        scorer = Bm25Scorer(k1, b)
+        engine = RecallEngine(store, scorer=scorer)
+        for words in queries:
+            q = normalize_recall_query(" ".join(words), user_scope=store.user_scope, limit=10)
+            postings, stats = engine._postings(q)
+            positions, estimates = scorer.estimate(q.terms, postings,
+                                                   as_of_seconds=NOW.timestamp(), stats=stats)
+            by_term = {c.record.memory_id: sum(
+                bm25_term_weight(c.term_counts[t], stats.document_frequency[t],
+                                 stats.searched_records, c.document_length,
+                                 stats.average_length, k1, b) for t in c.matched_terms)
+                for c in build_recall_candidates(q, records)}
+            got = {records[p].memory_id: e for p, e in zip(positions, estimates, strict=True)}
+            assert got.keys() == by_term.keys()
+            for memory_id, total in by_term.items():
+                assert got[memory_id] == pytest.approx(total, rel=1e-12, abs=1e-12)
 
 
 def test_teaching_and_bm25_disagree_for_a_reason(tmp_path):

@@ -179,6 +179,41 @@ def test_rank_key_prefers_coverage_when_totals_tie():
     assert rank_key(c, b) < rank_key(c, low_coverage)
 
 
+def test_rank_key_orders_total_coverage_capture_then_id():
+    from dataclasses import replace
+
+    from labmem.recall import rank_key
+
+    q = query("a b")
+    [c] = build_recall_candidates(q, [record("m-b", "a b", days_old=3)])
+    b = score_recall_candidate(q, c, as_of=NOW)
+    older = replace(c, captured_at=c.captured_at - timedelta(days=1))
+    other_id = replace(c, record=replace(c.record, memory_id="m-a"))
+    assert rank_key(c, b) < rank_key(c, replace(b, total=b.total - 0.01,
+                                                lexical_coverage=1.5))  # total first
+    assert rank_key(c, b) < rank_key(c, replace(b, lexical_coverage=0.5))  # then coverage
+    assert rank_key(c, b) < rank_key(older, b)  # then the newer capture
+    assert rank_key(other_id, b) < rank_key(c, b)  # then memory_id ascending
+    assert rank_key(c, b) == rank_key(c, b)
+
+
+@settings(max_examples=50)
+@given(st.randoms(use_true_random=False))
+def test_stable_rank_is_the_order_of_rank_key(rng):
+    """Stage 4's bounded heap returns exactly the first ``limit`` by rank_key."""
+    from labmem.recall import rank_key
+
+    records = [record(f"m-{rng.randrange(100):02d}-{i}",
+                      rng.choice(["memory", "layered memory", "layered", "x memory"]),
+                      days_old=rng.choice([1, 2, 2, 30])) for i in range(12)]
+    q = query("layered memory", limit=rng.randint(1, 10))
+    candidates = build_recall_candidates(q, records)
+    expected = sorted(candidates,
+                      key=lambda c: rank_key(c, score_recall_candidate(q, c, as_of=NOW)))
+    hits = stable_rank_recall_candidates(q, candidates, as_of=NOW)
+    assert [h.memory_id for h in hits] == [c.record.memory_id for c in expected[:q.limit]]
+
+
 def test_equal_total_and_coverage_prefers_newer_capture():
     # ages 1 µs apart: totals and coverage equal at 6 decimals, capture times differ
     q = query("a b")
