@@ -21,6 +21,7 @@ from typing import Any
 
 FIGURE_SIZE = (7.0, 3.6)
 FIGURE_DPI = 80
+TABLE_COLUMN_CHARS = 200
 
 
 def setup_notebook() -> None:
@@ -30,7 +31,7 @@ def setup_notebook() -> None:
 
     pd.set_option("display.width", 120)
     pd.set_option("display.max_columns", 30)
-    pd.set_option("display.max_colwidth", 60)
+    pd.set_option("display.max_colwidth", TABLE_COLUMN_CHARS)  # show what a cell asks to read
     pd.set_option("display.precision", 6)
     matplotlib.rcParams.update({
         "figure.figsize": FIGURE_SIZE,
@@ -117,6 +118,55 @@ def table(rows: Iterable[Any], columns: Sequence[str] | None = None):
         raise TypeError(f"cannot turn {type(item).__name__} into a table row")
 
     return pd.DataFrame([as_row(row) for row in rows], columns=columns)
+
+
+@dataclass(frozen=True)
+class FullTextTable:
+    """A table whose text cells are shown whole: wrapped, with newlines as line breaks.
+
+    pandas shows a newline as ``\\n`` and cuts long cells; a chapter that asks the learner
+    to read a rendered prompt block or a summary must show all of it. In JupyterLab (HTML)
+    cells wrap in place; as plain text (what nbval compares, and a terminal shows) each row
+    is printed as ``column: value`` lines, wrapped at ``width`` characters.
+    """
+
+    frame: Any  # a pandas DataFrame
+    width: int = 88
+
+    def __repr__(self) -> str:
+        blocks = []
+        names = [str(c) for c in self.frame.columns]
+        pad = max((len(n) for n in names), default=0)
+        for index, row in self.frame.iterrows():
+            lines = [f"[{index}]"]
+            for name, value in zip(names, row, strict=True):
+                text = str(value).split("\n")
+                wrapped = [part for line in text
+                           for part in (textwrap.wrap(line, self.width - pad - 2) or [""])]
+                lines.append(f"{name.rjust(pad)}: {wrapped[0]}")
+                lines += [f"{' ' * pad}  {part}" for part in wrapped[1:]]
+            blocks.append("\n".join(lines))
+        return "\n\n".join(blocks)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        head = "".join(f"<th>{escape(str(c))}</th>" for c in self.frame.columns)
+        body = "".join(
+            "<tr><th>" + escape(str(index)) + "</th>"
+            + "".join('<td style="white-space: pre-wrap; text-align: left; '
+                      'vertical-align: top">' + escape(str(v)) + "</td>" for v in row)
+            + "</tr>" for index, row in self.frame.iterrows())
+        return f'<table class="dataframe"><thead><tr><th></th>{head}</tr></thead>' \
+               f"<tbody>{body}</tbody></table>"
+
+
+def full_text(rows: Any, columns: Sequence[str] | None = None, *, width: int = 88):
+    """:class:`FullTextTable` of a DataFrame, or of rows as :func:`table` accepts them."""
+    import pandas as pd
+
+    frame = rows if isinstance(rows, pd.DataFrame) else table(rows, columns)
+    return FullTextTable(frame, width)
 
 
 def stacked_bars(ax, labels: Sequence[str], parts: Mapping[str, Sequence[float]], *,

@@ -25,6 +25,8 @@ def test_demo_prints_the_five_stages(capsys):
     for stage in ("[1] normalize", "[2] candidate", "[3] score", "[4] rank", "[5] render"):
         assert stage in out
     assert "searched_records=6 candidate_records=2" in out
+    # the store line says why 7 stored records give 6 searched ones
+    assert "7 records" in out and "6 conversation records (searched by recall) and 1 profile" in out
     assert "0.85*1.000000 + 0.15*0.967742 = 0.995161" in out
     assert "<remote_profile memory_id=\"profile-001\"" in out
 

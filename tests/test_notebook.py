@@ -70,3 +70,18 @@ def test_message_views_put_one_bar_per_message():
     left, right = fig.axes
     assert [len(ax.patches) for ax in (left, right)] == [2, 2]
     assert right.get_title() == "after\n2 messages, 50 tokens"
+
+
+def test_full_text_shows_every_character_and_real_line_breaks():
+    from labmem.notebook import TABLE_COLUMN_CHARS, full_text
+
+    long = "word " * 60 + "END"
+    shown = full_text([{"name": "a", "text": f"first line\n{long}"}], width=60)
+    plain = repr(shown)
+    assert "\\n" not in plain and "first line\n" in plain
+    assert plain.replace("\n", " ").split().count("word") == 60 and "END" in plain
+    assert max(len(line) for line in plain.split("\n")) <= 60
+    html = shown._repr_html_()
+    assert "white-space: pre-wrap" in html and "END" in html and "&lt;" not in html
+    assert "&lt;b&gt;" in full_text([{"t": "<b>"}])._repr_html_()  # text, never markup
+    assert TABLE_COLUMN_CHARS >= 200

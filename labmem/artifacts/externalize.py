@@ -209,9 +209,21 @@ def _first_line(output: str) -> str:
     return ""
 
 
+def count_lines(text: str) -> int:
+    """Lines as a reader counts them: a final newline ends the last line, it does not start
+    another (``"a\nb\n"`` has 2 lines, ``""`` has 0). ``"\n"`` only, never U+2028."""
+    return text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+
+
+def split_lines(text: str) -> list[str]:
+    """The :func:`count_lines` lines themselves, without their newlines."""
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else ([] if not text else lines)
+
+
 def _default_summary(output: str, tool_name: str, char_count: int) -> str:
     first = _first_line(output)
-    line_count = output.count("\n") + 1
+    line_count = count_lines(output)
     text = f"{tool_name} output, {line_count:,} lines, {char_count:,} characters: {first}"
     text = " ".join(text.split())
     if len(text) > MAX_SUMMARY_CHARS:  # a default summary is clamped, never refused
@@ -327,7 +339,7 @@ class ToolResultExternalizer:
             return filename
 
     def _pointer(self, reference: ArtifactReference, output: str, tool_name: str) -> str:
-        lines = output.count("\n") + 1
+        lines = count_lines(output)
         header = [
             f"[tool result externalized: {reference.byte_size:,} bytes, "
             f"{reference.char_count:,} characters, {lines:,} lines, "
@@ -389,7 +401,7 @@ class ToolResultExternalizer:
                 "artifact", f"must be an ArtifactReference or a source id, got "
                 f"{type(artifact).__name__}")
         text = self._read_verified(artifact).decode("utf-8")
-        lines = text.split("\n")  # "\n" only: U+2028 inside a line is not a break
+        lines = split_lines(text)  # "\n" only: U+2028 inside a line is not a break
         page = lines[offset: offset + limit]
         end = offset + len(page)
         header = (f"[{artifact.source_id} lines {offset}-{max(end - 1, offset)} of {len(lines)}"

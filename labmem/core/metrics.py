@@ -38,10 +38,15 @@ def recall_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
 
 
 def precision_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
-    """Share of the first ``k`` ranked ids that are gold; 0.0 when nothing was ranked."""
+    """Gold ids among the first ``k`` ranked, divided by ``k`` (the standard definition).
+
+    Divided by ``k`` even when fewer than ``k`` came back: a system that returns one right
+    answer when asked for five has precision@5 = 0.2, not 1.0. (The share of what *was*
+    returned is a different number; it would need a name of its own.)
+    """
     top = _top(ranked, k)
     gold = _gold_set(gold)
-    return len(gold.intersection(top)) / len(top) if top else 0.0
+    return len(gold.intersection(top)) / k
 
 
 def any_hit_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:

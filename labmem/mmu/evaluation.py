@@ -36,7 +36,7 @@ def recall_at_k(loaded: Sequence[str], relevant: Sequence[str], k: int) -> float
 
 
 def precision_at_k(loaded: Sequence[str], relevant: Sequence[str], k: int) -> float:
-    """Share of the first ``k`` loaded ids that are relevant; 0.0 when nothing was loaded."""
+    """Relevant ids among the first ``k`` loaded, divided by ``k``; 0.0 when none is relevant."""
     _require_k(k)
     return metrics.precision_at_k(loaded, relevant, k) if relevant else 0.0
 

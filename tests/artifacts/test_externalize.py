@@ -362,3 +362,25 @@ def test_the_largest_allowed_preview_still_fits_in_32_kb(session):
     assert len(result.context_text.encode()) <= 32 * 1024
     with pytest.raises(ArtifactValidationError, match="preview_chars"):
         ExternalizationPolicy(preview_chars=7_001)
+
+
+# -- 7. counting lines as a reader does -------------------------------------------------
+
+@pytest.mark.parametrize("text, lines", [
+    ("", 0), ("a", 1), ("a\n", 1), ("a\nb", 2), ("a\nb\n", 2), ("\n", 1), ("a\n\n", 2),
+    ("a\u2028b\n", 1),
+])
+def test_count_lines_does_not_count_a_final_newline_as_a_line(text, lines):
+    from labmem.artifacts.externalize import count_lines, split_lines
+
+    assert count_lines(text) == lines == len(split_lines(text))
+
+
+def test_output_ending_in_a_newline_reports_its_real_line_count(session):
+    output = "".join(f"row {i}\n" for i in range(980))  # what `ls -l` or `grep` prints
+    ex = make(session, policy=ExternalizationPolicy(bash_max_chars=100))
+    result = ex.externalize(output, "bash")
+    assert "980 lines" in result.artifact.summary and "981" not in result.artifact.summary
+    assert "980 lines" in result.context_text
+    header = ex.read_artifact(result.artifact, offset=978, limit=5).split("\n")[0]
+    assert "lines 978-979 of 980; end]" in header

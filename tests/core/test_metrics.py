@@ -15,6 +15,9 @@ def test_definitions():
     assert metrics.recall_at_k(RANKED, {"a", "b"}, 3) == 1.0
     assert metrics.precision_at_k(RANKED, {"a", "b"}, 2) == 0.5
     assert metrics.precision_at_k([], {"a"}, 3) == 0.0
+    # divided by k, not by what came back: one right answer of one returned, asked for 5
+    assert metrics.precision_at_k(["a"], {"a"}, 5) == 0.2
+    assert metrics.precision_at_k(["a", "x"], {"a"}, 5) == 0.2
     assert metrics.any_hit_at_k(RANKED, {"b", "q"}, 2) == 0.0
     assert metrics.any_hit_at_k(RANKED, {"b", "q"}, 3) == 1.0
     assert metrics.full_hit_at_k(RANKED, {"a", "b"}, 2) == 0.0

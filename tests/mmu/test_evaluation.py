@@ -19,6 +19,7 @@ def test_recall_and_precision_at_k():
     assert recall_at_k(loaded, ["a", "b"], 3) == 1.0
     assert precision_at_k(loaded, ["a", "b"], 2) == 0.5
     assert precision_at_k([], ["a"], 3) == 0.0
+    assert precision_at_k(["a"], ["a"], 3) == pytest.approx(1 / 3)  # divided by k
     assert recall_at_k(loaded, [], 3) == 1.0
     with pytest.raises(MmuValidationError, match="k"):
         recall_at_k(loaded, ["a"], 0)
