@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from labmem.notebook import (DIAGRAMS, Arrow, Box, Diagram, draw_diagram, draw_grid,
-                             draw_message_views)
+from labmem.notebook import (
+    DIAGRAMS,
+    Arrow,
+    Box,
+    Diagram,
+    draw_diagram,
+    draw_grid,
+    draw_message_views,
+)
 
 
 @pytest.mark.parametrize("name", sorted(DIAGRAMS))

@@ -1,4 +1,4 @@
-"""The series reads as a course: a front door, links both ways, solutions, a lab that opens clean."""
+"""The series reads as a course: a front door, links both ways, solutions, a clean lab."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from labmem.notebook import (CHAPTERS, GLOSSARY, START_PAGE, draw_chapter_map, neighbours,
-                             reading_order)
+from labmem.notebook import (
+    CHAPTERS,
+    GLOSSARY,
+    START_PAGE,
+    draw_chapter_map,
+    neighbours,
+    reading_order,
+)
 from tests.notebooks.hygiene import hygiene_problems
 
 ROOT = Path(__file__).resolve().parents[2]
