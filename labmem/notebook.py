@@ -46,6 +46,37 @@ def setup_notebook() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
 
 
+def describe(fig, alt: str):
+    """Give ``fig`` its alt text: the sentence a reader who cannot see it reads instead.
+
+    The notebook stores it with the PNG (output metadata ``alt``), and the offline HTML
+    writes it into the image's ``alt`` attribute. Returns ``fig``, so a cell can end with
+    ``describe(fig, "...")`` followed by ``plt.show()``.
+    """
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError("alt: describe what the figure shows in a sentence (it was empty)")
+    fig._labmem_alt = " ".join(alt.split())
+    return fig
+
+
+def _attach_alt_text(shell) -> None:
+    """Wrap the kernel's PNG formatter so a figure's alt text travels with its image."""
+    from matplotlib.figure import Figure
+
+    formatter = shell.display_formatter.formatters["image/png"]
+    draw_png = formatter.lookup_by_type(Figure)
+    if getattr(draw_png, "_labmem_alt_aware", False):
+        return
+
+    def png_with_alt(fig):
+        data = draw_png(fig)
+        alt = getattr(fig, "_labmem_alt", None)
+        return (data, {"alt": alt}) if alt and data is not None else data
+
+    png_with_alt._labmem_alt_aware = True
+    formatter.for_type(Figure, png_with_alt)
+
+
 def _configure_kernel() -> None:
     """Inside a Jupyter kernel: inline PNG figures (SVG embeds ids that change per run),
     short tracebacks."""
@@ -59,6 +90,7 @@ def _configure_kernel() -> None:
         return
     shell.run_line_magic("matplotlib", "inline")  # even if MPLBACKEND says otherwise
     set_matplotlib_formats("png")
+    _attach_alt_text(shell)
     # failure cells show "ErrorType: message" — the lesson — without a stack of
     # library frames and machine-specific paths
     shell.InteractiveTB.set_mode(mode="Minimal")  # the %xmode magic would print
@@ -292,7 +324,14 @@ def draw_chapter_map(chapters: Sequence[Chapter] = CHAPTERS):
     ax.set_title("The chapters, layer by layer (read left to right, then the two below)",
                  fontsize=9)
     fig.tight_layout()
-    return fig
+    main_line = " → ".join(f"{c.code} {c.title}" for c in main)
+    above = {c.column: c.code for c in main}
+    below = "; ".join(f"{c.code} {c.title} under {above[c.column]}"
+                      for c in chapters if c.row == 1)
+    composed = " and ".join(f"{c.code} ({c.title})" for c in chapters if c.row == 2)
+    return describe(fig, f"The chapters as boxes, left to right: {main_line}. A second chapter "
+                         f"on a layer hangs below it: {below}. Underneath, {composed} use "
+                         "every layer.")
 
 
 # -- drawn diagrams of each chapter's data flow ---------------------------------------------

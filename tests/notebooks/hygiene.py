@@ -2,8 +2,9 @@
 
 A committed chapter must be a clean top-to-bottom run: execution counts 1..N, no
 stderr, no SVG, no memory addresses or absolute temp paths in outputs, errors only
-in cells marked ``NBVAL_RAISES_EXCEPTION``, and no misspelled nbval markers (a typo
-would silently turn a checked cell into an unchecked one).
+in cells marked ``NBVAL_RAISES_EXCEPTION``, every figure with alt text, and no
+misspelled nbval markers (a typo would silently turn a checked cell into an unchecked
+one).
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def hygiene_problems(nb: dict) -> list[str]:
                                 "NBVAL_RAISES_EXCEPTION")
             if "image/svg+xml" in output.get("data", {}):
                 problems.append(f"{where}: has an SVG output (use PNG)")
+            if "image/png" in output.get("data", {}):
+                alt = output.get("metadata", {}).get("image/png", {}).get("alt", "")
+                if len(alt.split()) < 5:
+                    problems.append(f"{where}: a figure without alt text (describe it with "
+                                    "labmem.notebook.describe(fig, ...) before plt.show())")
             for text in _output_texts(output):
                 if _ADDRESS.search(text):
                     problems.append(f"{where}: output shows a memory address")

@@ -42,6 +42,9 @@ def test_clean_notebook_passes():
     (_nb(_code(1, outputs=[{"output_type": "stream", "name": "stderr", "text": "w"}])), "stderr"),
     (_nb(_code(1, outputs=[{"output_type": "display_data",
                             "data": {"image/svg+xml": "<svg/>"}}])), "SVG"),
+    (_nb(_code(1, outputs=[{"output_type": "display_data", "metadata": {},
+                            "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}}])),
+     "without alt text"),
     (_nb(_code(1, outputs=[{"output_type": "execute_result", "data": {
         "text/plain": "<Obj at 0x7f3a2b1c9d00>"}}])), "memory address"),
     (_nb(_code(1, outputs=[{"output_type": "stream", "name": "stdout",
