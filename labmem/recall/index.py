@@ -1,8 +1,9 @@
 """s12 recall, stage 2 at scale: an inverted index from term to the records that use it.
 
-The seed's candidate stage re-reads and re-tokenizes every record for every query. An
-inverted index does that work once: for each term it keeps a *postings list* — the
-positions of the records that contain the term, with how often and in how long a record.
+Stage 2 done by hand (:func:`~labmem.recall.pipeline.build_recall_candidates`) re-reads
+and re-tokenizes every record for every query. An inverted index does that work once: for
+each term it keeps a *postings list* — the positions of the records that contain the term,
+with how often and in how long a record.
 A query's candidates are then the union of its terms' postings, and a query that shares
 no term with the store touches nothing.
 
@@ -19,6 +20,7 @@ implement the same small :class:`TermIndex` protocol:
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -75,6 +77,14 @@ class TermIndex(Protocol):
     def record(self, position: int) -> StoredMemory:
         """The stored record at ``position`` (to build hits for the top of the ranking)."""
 
+    @property
+    def records(self) -> int:
+        """Records of any kind this snapshot covers: positions run from 0 to records − 1."""
+
+    def vocabulary(self, start: int = 0) -> tuple[str, ...]:
+        """Surface terms first used by a record at a position from ``start`` on, in order
+        of first use (an analyzer groups them; :mod:`labmem.recall.analyzers`)."""
+
 
 class InMemoryTermIndex:
     """The inverted index of one JSONL store, kept in compact arrays.
@@ -93,6 +103,8 @@ class InMemoryTermIndex:
         self._lengths = array("q")
         self._captured = array("d")
         self._postings: dict[str, tuple[array, array]] = {}
+        self._vocabulary: list[str] = []  # every term once, in order of first use
+        self._first_use = array("q")  # the position of each term's first record
 
     def __repr__(self) -> str:
         return f"InMemoryTermIndex(records={self._indexed}, terms={len(self._postings)})"
@@ -120,6 +132,8 @@ class InMemoryTermIndex:
             entry = self._postings.get(term)
             if entry is None:
                 entry = self._postings[term] = (array("q"), array("q"))
+                self._vocabulary.append(term)
+                self._first_use.append(position)
             entry[0].append(position)
             entry[1].append(count)
 
@@ -142,6 +156,13 @@ class InMemoryTermIndex:
 
     def record(self, position: int) -> StoredMemory:
         return self._records[position]
+
+    @property
+    def records(self) -> int:
+        return self._indexed
+
+    def vocabulary(self, start: int = 0) -> tuple[str, ...]:
+        return tuple(self._vocabulary[bisect_left(self._first_use, start):])
 
 
 def open_term_index(store) -> TermIndex:

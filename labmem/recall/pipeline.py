@@ -227,7 +227,7 @@ def score_recall_candidate(
     scorer: str | Scorer | None = None,
     stats: CorpusStats | None = None,
 ) -> RecallScoreBreakdown:
-    """Stage 3: the scorer's breakdown (default: the seed's 0.85 × coverage + 0.15 × recency).
+    """Stage 3: the scorer's breakdown (default: the teaching 0.85 × coverage + 0.15 × recency).
 
     BM25-based scorers also need ``stats`` (see :func:`corpus_stats`).
     """
@@ -479,6 +479,9 @@ class RecallEngine:
             query_id=query_id, issued_at=issued_at,
         )
         as_of = issued_at if as_of is None else parse_timestamp(as_of, field="as_of")
+        ranks_itself = getattr(self.scorer, "rank_index", None)
+        if ranks_itself is not None:  # a scorer that reads a record's neighbours (contextual)
+            return ranks_itself(self.index, query, as_of=as_of)
         postings, stats = self._postings(query)
         positions, estimates = self.scorer.estimate(
             query.terms, postings, as_of_seconds=as_of.timestamp(), stats=stats)

@@ -36,7 +36,7 @@ from labmem.recall.index import Postings
 __all__ = [
     "RecallScoreBreakdown", "CorpusStats", "Scorer", "TeachingScorer", "Bm25Scorer",
     "HybridScorer", "SCORERS", "resolve_scorer", "recency_weight", "age_days", "bm25_idf",
-    "bm25_term_weight", "BM25_K1", "BM25_B",
+    "bm25_term_weight", "BM25_K1", "BM25_B", "register_scorer",
 ]
 
 SCORE_DECIMALS = 6
@@ -384,9 +384,17 @@ class HybridScorer(Scorer):
         )
 
 
-SCORERS: Mapping[str, type[Scorer]] = MappingProxyType({
+_REGISTERED: dict[str, type[Scorer]] = {
     "teaching": TeachingScorer, "bm25": Bm25Scorer, "hybrid": HybridScorer,
-})
+}
+SCORERS: Mapping[str, type[Scorer]] = MappingProxyType(_REGISTERED)  # a live, read-only view
+
+
+def register_scorer(cls: type[Scorer]) -> type[Scorer]:
+    """Make ``cls`` resolvable by its ``key``: a scorer that lives in a module of its own
+    (``labmem.recall.contextual``, which imports this one) registers itself."""
+    _REGISTERED[cls.key] = cls
+    return cls
 
 
 def resolve_scorer(scorer: str | Scorer | None) -> Scorer:
