@@ -187,12 +187,12 @@ class CuratedEntry:
 def _new_entry(entry_id: str, facts: list[Fact], *, memory_key: str | None = None,
                revision: int | None = None, supersedes: str | None = None) -> CuratedEntry:
     first = min(facts, key=lambda f: f.order)
-    seed = CuratedEntry(entry_id=entry_id, kind=first.kind, content=first.content,
+    empty = CuratedEntry(entry_id=entry_id, kind=first.kind, content=first.content,
                         memory_key=memory_key, revision=revision, status=ACTIVE,
                         importance=first.importance, evidence_ids=(), fact_ids=(),
                         occurrences=0, first_recorded_at=first.recorded_at,
                         last_recorded_at=first.recorded_at, supersedes=supersedes)
-    return seed.merged(facts)
+    return empty.merged(facts)
 
 
 def group_id(kind: str, content: str) -> str:
