@@ -80,6 +80,18 @@ class BuildExercise:
     def title(self) -> str:
         return f"{self.chapter} build: {self.name}"
 
+    @property
+    def reference_name(self) -> str:
+        """Where a learner finds the library's version: the public package that exports it."""
+        import importlib
+
+        parts = self.reference.__module__.split(".")
+        for end in range(2, len(parts) + 1):
+            module = importlib.import_module(".".join(parts[:end]))
+            if getattr(module, self.reference.__name__, None) is self.reference:
+                return f"{module.__name__}.{self.reference.__name__}"
+        return f"{self.reference.__module__}.{self.reference.__qualname__}"
+
     def _same(self, fn: Callable, args: tuple) -> bool:
         mine, ours = _call(fn, args), _call(self.reference, args)
         if mine.error or ours.error:
