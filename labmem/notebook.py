@@ -22,6 +22,7 @@ from typing import Any
 FIGURE_SIZE = (7.0, 3.6)
 FIGURE_DPI = 80
 TABLE_COLUMN_CHARS = 200
+MESSAGE_NOTE_PT = 8  # the notes of draw_message_views: readable at FIGURE_DPI
 
 
 def setup_notebook() -> None:
@@ -238,25 +239,25 @@ class Chapter:
 
 CHAPTERS: tuple[Chapter, ...] = (
     Chapter("s09", "s09_transcript.ipynb", "Transcript",
-            "append-only session evidence", 0, 0, (25, 20)),
+            "append-only session evidence", 0, 0, (25, 40)),
     Chapter("s10", "s10_workspace_memory.ipynb", "Workspace memory",
-            "fact log, distill, curated view", 1, 0, (35, 25)),
+            "fact log, distill, curated view", 1, 0, (40, 35)),
     Chapter("s11", "s11_user_memory.ipynb", "User memory",
-            "keyed preferences, scope", 2, 0, (30, 20)),
+            "keyed preferences, scope", 2, 0, (30, 35)),
     Chapter("s12", "s12_remote_recall.ipynb", "Remote recall",
-            "five recall stages", 3, 0, (35, 25)),
+            "five recall stages", 3, 0, (35, 30)),
     Chapter("s12b", "s12b_choosing_a_ranker.ipynb", "Choosing a ranker",
             "BM25, recall@k, scale", 3, 1, (40, 30)),
     Chapter("s13", "s13_artifacts.ipynb", "Artifacts",
-            "pointers, leases, cleanup", 4, 0, (35, 25)),
+            "pointers, leases, cleanup", 4, 0, (35, 30)),
     Chapter("s14", "s14_context_compaction.ipynb", "Context compaction",
             "summaries that own no facts", 5, 0, (30, 25)),
     Chapter("s14 MMU", "s14_context_mmu.ipynb", "The Context MMU",
-            "L0/L1/L2 under a budget", 5, 1, (35, 30)),
+            "L0/L1/L2 under a budget", 5, 1, (40, 35)),
     Chapter("walkthrough", "walkthrough_layered_memory.ipynb", "Layered walkthrough",
-            "every layer, one restart-safe run", 1.5, 2, (20, 15)),
+            "every layer, one restart-safe run", 1.5, 2, (25, 20)),
     Chapter("case study", "case_story_memory.ipynb", "Story memory",
-            "a novel-writing tool's memory", 3.5, 2, (35, 30)),
+            "a novel-writing tool's memory", 3.5, 2, (40, 35)),
 )
 
 START_PAGE = "00_start_here.ipynb"
@@ -516,20 +517,24 @@ def _diagram(title: str, alt: str, boxes: Iterable[tuple], arrows: Iterable[tupl
 DIAGRAMS: Mapping[str, Diagram] = {
     "s09": _diagram(
         "s09: one append-only log, three ways to read it",
-        "The agent appends each event to session-1.jsonl, one fsynced line per event that is "
-        "never rewritten. Three readers use the log: replay_state folds it into a window of "
-        "messages (derived, never stored), lookup returns one event for s14's source "
-        "resolver, and select_memory_candidate returns a source pointer with a summary and a "
-        "reason but no content.",
-        [("agent", "agent turn", 8, 3, "outside"),
-         ("append", "append(event)", 30, 3),
-         ("log", "session-1.jsonl\none line per event,\nfsync'd, never rewritten", 62, 3,
-          "store"),
-         ("replay", "replay_state(max_items)\n→ messages (window), title,\nfile snapshots, "
-                    "counts,\nnext_sequence", 20, 12, "view"),
-         ("lookup", "lookup(event_id)\n→ one record\n(for s14's source resolver)", 55, 12),
-         ("select", "select_memory_candidate(\nevent_id, summary, reason)\n→ MemorySource + "
-                    "summary\n+ reason (no content)", 90, 12)],
+        "The agent appends each event to session-1.jsonl: the transcript gives it an envelope "
+        "(sequence, event_id, recorded_at) and writes one fsynced line that is never "
+        "rewritten; only a torn, unterminated tail is cut off before the next append. Three "
+        "readers use the log: replay_state folds it into a window of messages plus title, "
+        "file snapshots, counts and pending tool calls (derived, never stored); lookup "
+        "returns one event even outside the window; select_memory_candidate returns a "
+        "pointer to a message or file-snapshot event with a summary and a reason, but no "
+        "content.",
+        [("agent", "agent turn\n(an event without\nan envelope)", 8, 3, "outside"),
+         ("append", "append(event)\nadds sequence, event_id,\nrecorded_at", 38, 3),
+         ("log", "session-1.jsonl\none fsync'd line per event;\ncomplete lines are never "
+                 "rewritten,\na torn tail is cut off", 78, 3, "store"),
+         ("replay", "replay_state(max_items)\n→ a window of messages,\ntitle, file "
+                    "snapshots, counts,\npending tool calls,\nnext_sequence", 17, 14, "view"),
+         ("lookup", "lookup(event_id)\n→ one record, even\noutside the window\n(s14 "
+                    "resolves sources\nwith it)", 50, 14),
+         ("select", "select_memory_candidate(\nevent_id, summary, reason)\n→ MemorySource "
+                    "+ summary\n+ reason (no content);\nmessages and snapshots only", 85, 14)],
         [("agent", "append"), ("append", "log"), ("log", "replay", "fold"),
          ("log", "lookup"), ("log", "select")]),
     "s10": _diagram(
@@ -560,30 +565,35 @@ DIAGRAMS: Mapping[str, Diagram] = {
          ("curated", "memorymd", "render"), ("curated", "context")]),
     "s11": _diagram(
         "s11: one keyed preference write",
-        "set_preference takes the user's lock and reloads preferences.json, refusing another "
-        "user's scope. The same value, expiry and source returns UNCHANGED with no write; an "
-        "older or tombstoned write raises StalePreferenceUpdateError with no write; otherwise "
-        "the revision goes up by one and preferences.json is written. The files under "
-        "users/<scope digest>/ are the truth; MEMORY.md and the agent's context are views that "
-        "drop expired preferences.",
-        [("caller", "set_preference(key, value,\nexpires_at, source_event_id,\nupdated_at)",
-          18, 3, "outside"),
-         ("lock", "take user.lock, reload\npreferences.json\n(refuse another user's scope)",
-          18, 11),
-         ("unchanged", "UNCHANGED\nsame value, expiry, source:\nno write, same revision", 16,
-          20),
-         ("stale", "StalePreferenceUpdateError\nupdated_at ≤ stored, or after\na newer "
-                   "tombstone: no write", 50, 20, "refuse"),
-         ("write", "revision + 1: write\npreferences.json, re-project\nMEMORY.md, unlock",
-          86, 20),
-         ("files", "users/<scope_digest>/\nprofile.json, preferences.json\n(canonical; the "
-                   "id is never on disk)", 58, 30, "store"),
-         ("memorymd", "MEMORY.md\nprofile + ACTIVE preferences", 18, 39, "view"),
-         ("context", "get_context_for_agent(as_of)\nprofile + preferences with\nas_of < "
-                     "expires_at", 86, 39, "view")],
-        [("caller", "lock"), ("lock", "unchanged", "same"), ("lock", "stale", "older"),
-         ("lock", "write", "newer"), ("write", "files"), ("files", "memorymd"),
-         ("files", "context")]),
+        "set_preference or delete_preference takes the user's lock and reloads "
+        "preferences.json, refusing a file of another user's scope. A write with the same "
+        "value, expiry and source (or a second delete) is UNCHANGED: no write, same "
+        "revision. A change whose updated_at is not later than the stored one, a tombstone's "
+        "included, raises StalePreferenceUpdateError and writes nothing. Otherwise the key "
+        "is created, updated or deleted (a tombstone) at revision + 1, preferences.json is "
+        "written and MEMORY.md re-projected. The files under users/<scope_digest>/ are the "
+        "truth; MEMORY.md holds the preferences active at the last write or refresh, and "
+        "get_context_for_agent renders the ones active at as_of from the files each time.",
+        [("caller", "set_preference(key, value, expires_at,\nsource_event_id, updated_at)\n"
+                    "or delete_preference(key, deleted_at)", 55, 3, "outside"),
+         ("lock", "take user.lock, reload preferences.json\n(refuse a file of another "
+                  "user's scope)", 55, 11),
+         ("unchanged", "UNCHANGED\nsame value, expiry and source\n(or a second delete):"
+                       "\nno write, same revision", 16, 21),
+         ("stale", "StalePreferenceUpdateError\na change whose updated_at is\nnot later "
+                   "than the stored one\n(a tombstone's too): no write", 55, 21, "refuse"),
+         ("write", "CREATED / UPDATED / DELETED\nrevision + 1: write\npreferences.json, "
+                   "re-project\nMEMORY.md, unlock", 94, 21),
+         ("files", "users/<scope_digest>/\nprofile.json, preferences.json\n(canonical; "
+                   "each names its user_scope,\nthe user id is never on disk)", 94, 31,
+          "store"),
+         ("memorymd", "MEMORY.md\nprofile + preferences active\nat the last write or "
+                      "refresh", 55, 40, "view"),
+         ("context", "get_context_for_agent(as_of)\nrendered from the files each time:"
+                     "\nprofile + preferences with\nas_of < expires_at", 94, 41, "view")],
+        [("caller", "lock"), ("lock", "unchanged", "same state"),
+         ("lock", "stale", "a change, not later"), ("lock", "write", "a change, later"),
+         ("write", "files"), ("files", "memorymd", "project"), ("files", "context")]),
     "s12": _diagram(
         "s12: two paths leave the store",
         "Transcripts and profile snapshots become StoredMemory records in one user's JSONL "
@@ -694,30 +704,39 @@ DIAGRAMS: Mapping[str, Diagram] = {
          ("compacted", "prompt"), ("durable", "render", "unchanged"), ("render", "prompt"),
          ("durable", "resolver", "pointers"), ("resolver", "render", "status")]),
     "s14_mmu": _diagram(
-        "s14: long-term memory keeps, the MMU loads",
-        "A succeeded task outcome with evidence passes the write gate into a canonical "
-        "MemoryRecord; a Page is derived from it and starts COLD with metadata and its L0 "
-        "abstract. A query is filtered by scope, matched through the term index, scored on "
-        "factors and cut to the top k; the best COLD pages are promoted to WARM (L1) and the "
-        "top of those to HOT (L2). Each promotion must fit the budget, evicting by keep score "
-        "or being rejected, and the ledger sums what is charged.",
-        [("outcome", "task outcome\n(succeeded + evidence)", 12, 3, "outside"),
-         ("gate", "write gate\n(planned / failed refused)", 42, 3),
-         ("record", "MemoryRecord\nrecords.jsonl: canonical,\nsurvives restart", 74, 3,
+        "s14: long-term memory keeps, the Context MMU loads",
+        "A task outcome reaches the write gate: a planned or failed task, or one without "
+        "evidence, is refused and nothing is written; a succeeded one with evidence becomes a "
+        "canonical MemoryRecord in records.jsonl. The MMU derives a Page from each record, "
+        "COLD with only metadata and its L0 abstract. A query is filtered by scope, matched "
+        "through the term index and factor-scored; the best candidates are promoted COLD to "
+        "WARM (L1 overview) and the top of those WARM to HOT (L2 full text). Each promotion "
+        "must fit the budget: if it fits it is charged to the ledger; if not, pages with the "
+        "lowest keep score are evicted to make room; if even that cannot free enough, the "
+        "promotion is rejected and recorded in the trace.",
+        [("outcome", "task outcome\n(status + evidence ids)", 12, 3, "outside"),
+         ("gate", "write gate\ncheck_write_gate", 44, 3),
+         ("record", "MemoryRecord in records.jsonl\ncanonical, survives restart", 84, 3,
           "store"),
-         ("page", "Page: id, scope, factor inputs\nCOLD: metadata + L0", 74, 11, "view"),
-         ("query", "query", 6, 19, "outside"),
-         ("pipeline", "scope filter → term index →\ncandidates → factor score →\nheap top-k",
-          34, 19),
-         ("promote", "promote best COLD → WARM (L1)\nre-rank; top l2_top_k WARM → HOT (L2)",
-          78, 20),
-         ("budget", "every promotion: need ≤ budget − used,\nelse evict by keep score, else "
-                    "REJECT", 78, 28, "refuse"),
-         ("ledger", "ledger: token_used = Σ charged\n(HOT: L2, WARM: L1) ≤ budget", 30, 30,
-          "view")],
-        [("outcome", "gate"), ("gate", "record", "stored"), ("record", "page", "derive"),
-         ("query", "pipeline"), ("page", "pipeline", "candidates"), ("pipeline", "promote"),
-         ("promote", "budget"), ("budget", "ledger", "charge")]),
+         ("refused", "planned / failed / no evidence:\nWriteGateError, nothing written", 44,
+          10, "refuse"),
+         ("page", "Page (derived, disposable)\nCOLD: metadata + L0 abstract", 84, 10, "view"),
+         ("query", "query\n+ scope", 8, 17, "outside"),
+         ("pipeline", "scope filter → term index →\ncandidates → factor score →\n"
+                      "heap keeps the best", 40, 17),
+         ("promote", "top warm_top_k: COLD → WARM (L1)\n"
+                     "top l2_top_k of those: WARM → HOT (L2)", 84, 17),
+         ("fits", "fits?  need ≤ budget − token_used", 84, 24),
+         ("ledger", "charge it: HOT pays L2 tokens,\nWARM pays L1 tokens\n"
+                    "ledger: token_used = Σ charged", 22, 31, "view"),
+         ("evict", "evict lowest keep score\n(choose_evictions),\nthen check again", 64, 31),
+         ("reject", "still no room: REJECT\n(reason, need, free\nin the trace)", 104, 31,
+          "refuse")],
+        [("outcome", "gate"), ("gate", "record", "succeeded"), ("gate", "refused", "refused"),
+         ("record", "page", "derive"), ("query", "pipeline"),
+         ("page", "pipeline", "candidates"), ("pipeline", "promote"), ("promote", "fits"),
+         ("fits", "ledger", "yes"), ("fits", "evict", "no"), ("evict", "ledger", "room made"),
+         ("evict", "reject", "not enough")]),
     "walkthrough": _diagram(
         "The walkthrough: every layer, then a restart, then the context",
         "s09: a transcript event is selected as a candidate and stored as an s12 record, "
@@ -744,31 +763,35 @@ DIAGRAMS: Mapping[str, Diagram] = {
          ("msgs", "comp"), ("durable", "render"), ("resolver", "render")]),
     "case_study": _diagram(
         "Case study: the memory of a serialized-novel writing tool",
-        "A chapter result, its summary with foreshadowing and the next outline come in. "
-        "commit_chapter writes the SQLite chapter index, the summaries, state.json, and "
-        "through MemoryWriter the scratchpad, whose items are upserted by dedup key and "
-        "compacted past a threshold. build_memory_pack reads all of them and the outline and "
-        "builds the next chapter's prompt within a token budget.",
-        [("result", "chapter result (JSON)", 12, 3, "outside"),
-         ("summary", "summary + foreshadowing", 44, 3, "outside"),
-         ("adapter", "MemoryContractAdapter.commit_chapter", 44, 10),
-         ("index", "index.db (SQLite)\nstate changes, relationships,\nappearances", 12, 30,
-          "store"),
-         ("writer", "MemoryWriter\nupsert by dedup key", 46, 18),
-         ("summaries", "summaries/chNNN.md", 74, 18, "store"),
-         ("state", "state.json\nprotagonist, progress,\nplot threads", 100, 18, "store"),
-         ("pad", "memory_scratchpad.json\nactive / outdated / contradicted\n(compactor past "
-                 "a threshold)", 46, 26, "store"),
-         ("outline", "outline of the\nnext chapter", 112, 30, "outside"),
+        "A chapter result, its summary with foreshadowing and its outline go to "
+        "commit_chapter, which validates them and then writes the SQLite chapter index, the "
+        "summary, the outline, state.json and, through MemoryWriter's upsert by dedup key, "
+        "the scratchpad, which is compacted past a threshold. Before the next chapter, "
+        "build_memory_pack reads all five stores and builds the prompt within a token "
+        "budget, listing every line it cut.",
+        [("result", "chapter result (JSON)", 20, 3, "outside"),
+         ("summary", "summary + foreshadowing", 58, 3, "outside"),
+         ("outline", "outline", 92, 3, "outside"),
+         ("adapter", "MemoryContractAdapter.commit_chapter\n"
+                     "(validates everything before writing)", 58, 10),
+         ("state", "state.json\nprotagonist,\nplot threads", 10, 19, "store"),
+         ("index", "index.db (SQLite)\nstate changes,\nrelationships,\nappearances",
+          34, 19, "store"),
+         ("summaries", "summaries/\nchNNN.md", 58, 19, "store"),
+         ("outlines", "outlines/\nchNNN", 78, 19, "store"),
+         ("writer", "MemoryWriter\nupsert by dedup key\n(claim_action)", 104, 19),
+         ("pad", "memory_scratchpad.json\nactive / outdated / contradicted\n"
+                 "compacted past max_items", 104, 28, "store"),
          ("orchestrator", "MemoryOrchestrator.build_memory_pack(chapter, outline, budget)\n"
-                          "working · episodic · semantic · active constraints ·\nrecent "
-                          "changes · warnings · cut · stats", 56, 36),
-         ("prompt", "the prompt for the next chapter\n(≤ budget tokens)", 56, 44, "view")],
-        [("result", "adapter"), ("summary", "adapter"), ("adapter", "index"),
-         ("adapter", "writer"), ("adapter", "summaries"), ("adapter", "state"),
-         ("writer", "pad"), ("index", "orchestrator"), ("pad", "orchestrator"),
-         ("summaries", "orchestrator"), ("state", "orchestrator"),
-         ("outline", "orchestrator"), ("orchestrator", "prompt")]),
+                          "working · episodic · semantic · active constraints ·\n"
+                          "recent changes · warnings · cut · stats", 50, 37),
+         ("prompt", "the prompt for the next chapter\n(≤ budget tokens)", 50, 45, "view")],
+        [("result", "adapter"), ("summary", "adapter"), ("outline", "adapter"),
+         ("adapter", "state"), ("adapter", "index"), ("adapter", "summaries"),
+         ("adapter", "outlines"), ("adapter", "writer"), ("writer", "pad"),
+         ("state", "orchestrator"), ("index", "orchestrator"),
+         ("summaries", "orchestrator"), ("outlines", "orchestrator"),
+         ("pad", "orchestrator"), ("orchestrator", "prompt")]),
 }
 
 
@@ -812,30 +835,38 @@ def draw_message_views(views: Mapping[str, Sequence[tuple[str, int, str]]], *, t
     """The message list as it stands after each step, side by side.
 
     ``views`` maps a step's name to its messages as (role, tokens, short note); each message
-    is a bar whose length is its tokens, coloured by role, with the note beside it.
+    is a bar whose length is its tokens, coloured by role (a legend under the panels names
+    the roles shown), with the note written on it.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     colours = {"user": "#4c78a8", "assistant": "#f58518", "tool": "#54a24b",
                "system": "#b279a2"}
     names = list(views)
     most = max((len(messages) for messages in views.values()), default=0)
-    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 1.4 + 0.32 * most),
+    longest = max((len(note or role) for messages in views.values()
+                   for role, _, note in messages), default=10)
+    panel = max(2.0, longest * MESSAGE_NOTE_PT * 0.6 / 72 + 0.3)  # the longest note fits
+    fig, axes = plt.subplots(1, len(names), figsize=(panel * len(names), 1.9 + 0.3 * most),
                              dpi=FIGURE_DPI, sharey=True, squeeze=False, layout="constrained")
     widest = max((t for messages in views.values() for _, t, _ in messages), default=1)
     for ax, name in zip(axes[0], names, strict=True):
         for i, (role, tokens, note) in enumerate(views[name]):
-            ax.barh(i, tokens, color=colours.get(role, "#999999"), height=0.7)
-            ax.text(widest * 0.02, i, f"{role}: {note}" if note else role, va="center",
-                    fontsize=6.5, color="black",
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 0.5})
+            ax.barh(i, tokens, color=colours.get(role, "#999999"), height=0.75, alpha=0.55)
+            ax.text(widest * 0.02, i, note or role, va="center", fontsize=MESSAGE_NOTE_PT,
+                    color="black")
         total = sum(tokens for _, tokens, _ in views[name])
-        ax.set_title(f"{name}\n{len(views[name])} messages, {total} tokens", fontsize=8)
+        ax.set_title(f"{name}\n{len(views[name])} messages, {total:,} tokens", fontsize=9)
         ax.set_xlim(0, widest * 1.05)
         ax.set_ylim(most - 0.5, -0.5)
         ax.set_yticks([])
-        ax.tick_params(labelsize=7)
-        ax.set_xlabel("tokens", fontsize=7)
-    fig.suptitle(title, fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.set_xlabel("tokens", fontsize=8)
+    roles = list(dict.fromkeys(role for messages in views.values() for role, _, _ in messages))
+    fig.legend(handles=[Patch(color=colours.get(role, "#999999"), alpha=0.55, label=role)
+                        for role in roles], loc="outside lower center", ncols=len(roles) or 1,
+               fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
     fig._labmem_alt = alt
     return fig
