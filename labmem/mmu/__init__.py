@@ -40,17 +40,28 @@ from labmem.mmu.mmu import (
     choose_evictions,
 )
 from labmem.mmu.pages import (
+    LEVEL_OF,
     Level,
     Page,
     RepresentationCache,
     Residency,
+    charge,
     derive_l0,
     derive_l1,
     derive_l2,
     tokens_of,
 )
 from labmem.mmu.records import MEMORY_TYPES, SOURCE_KINDS, STATUSES, MemoryRecord, content_hash
-from labmem.mmu.scoring import Factors, FactorWeights, factor_score, rank_key, recency, relevance
+from labmem.mmu.scoring import (
+    FACTOR_NAMES,
+    Factors,
+    FactorWeights,
+    contributions,
+    factor_score,
+    rank_key,
+    recency,
+    relevance,
+)
 from labmem.mmu.service import FileMemoryService, MemoryService, RecallHit
 from labmem.mmu.trace import RecallTrace, query_hash
 
@@ -65,4 +76,5 @@ __all__ = [
     "LossRow", "churn", "information_loss", "load_json", "precision_at_k", "recall_at_k",
     "REASON_NO_ROOM", "REASON_TOO_LARGE", "derive_l0", "derive_l1", "derive_l2", "tokens_of",
     "ResidentPage", "choose_evictions",
+    "FACTOR_NAMES", "LEVEL_OF", "charge", "contributions",
 ]

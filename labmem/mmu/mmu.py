@@ -64,6 +64,8 @@ class Ledger:
     warm: int
     cold: int
     pinned_tokens: int
+    hot_tokens: int = 0  # charged by HOT pages (their L2 text)
+    warm_tokens: int = 0  # charged by WARM pages (their L1 overview)
 
     @property
     def pin_overflow(self) -> bool:
@@ -235,7 +237,9 @@ class ContextMMU:
             hot=sum(p.residency is Residency.HOT for p in resident),
             warm=sum(p.residency is Residency.WARM for p in resident),
             cold=len(self.pages) - len(resident),
-            pinned_tokens=sum(p.charged for p in resident if p.pinned))
+            pinned_tokens=sum(p.charged for p in resident if p.pinned),
+            hot_tokens=sum(p.charged for p in resident if p.residency is Residency.HOT),
+            warm_tokens=sum(p.charged for p in resident if p.residency is Residency.WARM))
 
     def check_ledger(self) -> Ledger:
         ledger = self.ledger()

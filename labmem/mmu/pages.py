@@ -14,9 +14,11 @@ changes its hash, so an old overview can never be served for the new text.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
+from types import MappingProxyType
 
 from labmem.core.text import collapse_whitespace, estimate_tokens, extract_terms
 from labmem.mmu.records import MemoryRecord
@@ -37,6 +39,13 @@ class Residency(Enum):
     HOT = "HOT"
     WARM = "WARM"
     COLD = "COLD"
+
+
+#: The level a page's residency loads: HOT holds the full text (L2), WARM the overview
+#: (L1), COLD only the metadata with its one-line abstract (L0). :attr:`Page.level` and
+#: :func:`charge` read this one table.
+LEVEL_OF: Mapping[Residency, Level] = MappingProxyType(
+    {Residency.HOT: Level.L2, Residency.WARM: Level.L1, Residency.COLD: Level.L0})
 
 
 def cut_excerpt(text: str, limit: int) -> str:
@@ -156,10 +165,22 @@ class Page:
 
     @property
     def level(self) -> Level:
-        return {Residency.HOT: Level.L2, Residency.WARM: Level.L1,
-                Residency.COLD: Level.L0}[self.residency]
+        return LEVEL_OF[self.residency]
 
 
 def tokens_of(text: str) -> int:
     """The one project estimator (``labmem.core.text.estimate_tokens``)."""
     return estimate_tokens(text)
+
+
+def charge(record: MemoryRecord, residency: Residency) -> int:
+    """The tokens a page of ``record`` costs the budget at ``residency``.
+
+    HOT is charged the tokens of the full text (L2), WARM those of the overview (L1). COLD
+    is charged nothing: its L0 abstract is bookkeeping, never loaded into the context.
+    An L1 overview repeats the title and adds an attribute line, so for a short record it
+    costs *more* than the full text.
+    """
+    if residency is Residency.COLD:
+        return 0
+    return tokens_of(DERIVE[LEVEL_OF[residency]](record))

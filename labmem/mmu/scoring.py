@@ -62,6 +62,10 @@ class FactorWeights:
     def total(self) -> float:
         return sum(asdict(self).values())
 
+    def to_dict(self) -> dict[str, float]:
+        """``{factor: weight}`` in :data:`FACTOR_NAMES` order."""
+        return {name: getattr(self, name) for name in FACTOR_NAMES}
+
 
 @dataclass(frozen=True)
 class Factors:
@@ -101,13 +105,19 @@ def recency(age: timedelta, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
     return 2.0 ** (-seconds / half_life.total_seconds())
 
 
-def factor_score(factors: Factors, weights: FactorWeights) -> float:
-    """The weighted mean, clamped to [0, 1]; 0.0 when every weight is zero."""
+def contributions(factors: Factors, weights: FactorWeights) -> dict[str, float]:
+    """What each factor adds to the score: ``weight · factor / Σ weight`` (all 0.0 when every
+    weight is zero). The values sum to :func:`factor_score` (before its rounding)."""
     total = weights.total
     if total == 0:
-        return 0.0
-    weighted = sum(getattr(weights, name) * getattr(factors, name) for name in FACTOR_NAMES)
-    return round(clamp01(weighted / total), SCORE_DECIMALS)
+        return {name: 0.0 for name in FACTOR_NAMES}
+    return {name: getattr(weights, name) * getattr(factors, name) / total
+            for name in FACTOR_NAMES}
+
+
+def factor_score(factors: Factors, weights: FactorWeights) -> float:
+    """The weighted mean, clamped to [0, 1]; 0.0 when every weight is zero."""
+    return round(clamp01(sum(contributions(factors, weights).values())), SCORE_DECIMALS)
 
 
 def rank_key(score: float, record_id: str) -> tuple[float, str]:

@@ -1,7 +1,8 @@
 """The memory service: one contract for remember / forget / recall, and a file backend.
 
-:class:`MemoryService` is the seam (the seed's vtable): callers say which memory type
-they mean and call the same six operations whatever the backend. A backend that cannot
+:class:`MemoryService` is the seam (in the original C design, a vtable: a struct of
+function pointers each backend filled in): callers say which memory type they mean and
+call the same six operations whatever the backend. A backend that cannot
 do something raises :class:`UnsupportedOperationError`; it never returns quietly.
 Everything returned is a fresh value (frozen records, new tuples and dicts), so no caller
 can reach into the backend's state — Python's answer to "who frees ``char **text``".

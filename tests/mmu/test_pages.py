@@ -3,7 +3,7 @@
 import hashlib
 
 from labmem.core.clock import SteppingClock
-from labmem.mmu import ContextMMU, FileMemoryService, Level, Residency
+from labmem.mmu import LEVEL_OF, ContextMMU, FileMemoryService, Level, Residency, charge
 from labmem.mmu.pages import (
     L1_EXCERPT_CHARS,
     REPRESENTATION_VERSION,
@@ -12,6 +12,7 @@ from labmem.mmu.pages import (
     derive_l0,
     derive_l1,
     derive_l2,
+    tokens_of,
 )
 
 LONG = ("记忆与上下文分开管理。" * 40) + " The port is 18300, not 18000. " + "end " * 50
@@ -59,6 +60,33 @@ def test_residency_and_level_are_independent_axes(tmp_path):
     assert mmu.load(record.record_id, scope="alice", level=Level.L2)
     assert (page.residency, page.level) == (Residency.HOT, Level.L2)
     assert mmu.token_used == page.charged == mmu.ledger().recomputed
+
+
+def test_each_residency_loads_one_level_and_is_charged_its_tokens(tmp_path):
+    assert {r: LEVEL_OF[r] for r in Residency} == {
+        Residency.HOT: Level.L2, Residency.WARM: Level.L1, Residency.COLD: Level.L0}
+    svc = service(tmp_path)
+    short = remember(svc, "The test port is 18300.", key="short")
+    assert charge(short, Residency.COLD) == 0
+    assert charge(short, Residency.WARM) == tokens_of(derive_l1(short))
+    assert charge(short, Residency.HOT) == tokens_of(derive_l2(short))
+    assert charge(short, Residency.WARM) > charge(short, Residency.HOT)  # short: L1 costs more
+    long = remember(svc, key="long")
+    assert charge(long, Residency.HOT) > charge(long, Residency.WARM)
+    mmu = ContextMMU(svc, token_budget=10_000, l2_top_k=1, warm_top_k=2)
+    mmu.recall("test port 18300", scope="alice")
+    residencies = set()
+    for record in (short, long):
+        page = mmu.pages[record.record_id]
+        residencies.add(page.residency)
+        assert page.level is LEVEL_OF[page.residency]
+        assert page.charged == charge(record, page.residency)
+    assert residencies == {Residency.HOT, Residency.WARM}
+    ledger = mmu.ledger()
+    assert ledger.hot_tokens + ledger.warm_tokens == ledger.token_used
+    assert ledger.hot_tokens == charge(mmu.service.recall_key(
+        next(p.record_id for p in mmu.pages.values() if p.residency is Residency.HOT),
+        scope="alice"), Residency.HOT)
 
 
 def test_cache_key_includes_scope_id_hash_level_and_version(tmp_path):

@@ -7,17 +7,39 @@ import pytest
 
 from labmem.core.clock import SteppingClock
 from labmem.mmu import ContextMMU, Factors, FactorWeights, FileMemoryService, MmuValidationError
-from labmem.mmu.scoring import clamp01, factor_score, recency, relevance
+from labmem.mmu.scoring import (
+    FACTOR_NAMES,
+    clamp01,
+    contributions,
+    factor_score,
+    recency,
+    relevance,
+)
 
 ONES = dict(relevance=1, importance=1, confidence=1, utility=1, recency=1, salience=1, scope=1)
 
 
-def test_default_weights_follow_the_seed():
+def test_default_weights_lead_with_relevance_and_sum_to_one():
     weights = FactorWeights()
     assert (weights.relevance, weights.importance) == (0.35, 0.15)
     assert {weights.confidence, weights.utility, weights.recency, weights.salience,
             weights.scope} == {0.10}
     assert weights.total == pytest.approx(1.0)
+    assert list(weights.to_dict()) == list(FACTOR_NAMES)  # the chapter's weights table
+    assert weights.to_dict()["relevance"] == 0.35
+
+
+def test_contributions_add_up_to_the_score():
+    factors = Factors(relevance=4 / 7, importance=0.8, confidence=0.5, utility=0.5,
+                      recency=0.5, salience=0.5, scope=1.0)
+    for weights in (FactorWeights(), FactorWeights(2, 1, 0, 0, 1, 0, 3)):
+        parts = contributions(factors, weights)
+        assert list(parts) == list(FACTOR_NAMES)
+        assert sum(parts.values()) == pytest.approx(factor_score(factors, weights), abs=1e-6)
+    default = contributions(factors, FactorWeights())
+    assert default["relevance"] == pytest.approx(0.35 * 4 / 7)
+    assert default["scope"] == pytest.approx(0.10)
+    assert set(contributions(factors, FactorWeights(0, 0, 0, 0, 0, 0, 0)).values()) == {0.0}
 
 
 def test_score_is_the_weighted_mean():
