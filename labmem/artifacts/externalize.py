@@ -125,6 +125,19 @@ class ExternalizationPolicy:
         size, limit, _ = self.measure(output, tool_name)
         return size > limit
 
+    def inline_char_limit(self, tool_name: str, char: str = "a") -> int:
+        """The most characters of text written in ``char`` (one character, e.g. ``"a"`` for
+        English, ``"中"`` for Chinese) that ``tool_name`` still keeps inline.
+
+        ``bash`` counts characters, so the script does not matter; other tools count UTF-8
+        bytes, so a CJK character (3 bytes) or an emoji (4) leaves room for fewer.
+        """
+        if not isinstance(char, str) or len(char) != 1:
+            raise ArtifactValidationError("char", f"must be one character, got {char!r}")
+        if tool_name == "bash":
+            return self.bash_max_chars
+        return self.other_max_bytes // len(char.encode("utf-8"))
+
 
 def format_source_id(session_id: str, filename: str, sha256: str) -> str:
     """``artifact:<session>:<filename>:<first 12 hex of sha256>`` — what s14 verifies."""

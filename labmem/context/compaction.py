@@ -17,6 +17,11 @@ No layer splits a ``tool_use`` from its ``tool_result`` (the layers that drop me
 keep :func:`close_tool_pairs` of what they chose) or leaves an empty message, and
 a layer whose result is not smaller than its input is discarded (a marker can be longer
 than the short body it would replace).
+
+:func:`compaction_steps` is the loop itself: one :class:`LayerStep` per layer that ran,
+with the view it left and which messages it changed, so a reader can see what was
+truncated, deduplicated, pruned and summarized (:func:`outline_messages` says, per
+message, its role, turn, tokens and a short note).
 """
 
 from __future__ import annotations
@@ -40,10 +45,14 @@ __all__ = [
     "CompactionPolicy", "CompactionResult", "DurableContextState", "DurableFact", "PendingItem",
     "RetrievalEvidence", "ToolProtocolError", "MessageViewLimitExceeded", "CompactionError",
     "close_tool_pairs", "compact_context", "render_durable_context", "estimate_messages_tokens",
-    "validate_tool_protocol", "run_layer", "LAYERS",
+    "validate_tool_protocol", "run_layer", "LAYERS", "LAYER_ACTIONS", "LayerStep",
+    "compaction_steps", "MessageOutline", "outline_messages",
 ]
 
 LAYERS = ("tool_result_truncation", "file_read_dedup", "turn_pruning", "conversation_summary")
+#: what each layer does to a message it changes (rewrites or removes)
+LAYER_ACTIONS = dict(zip(LAYERS, ("truncated", "deduplicated", "pruned", "summarized"),
+                         strict=True))
 Message = dict[str, Any]
 Summarizer = Callable[[str], str]
 
@@ -201,8 +210,39 @@ class DurableContextState:
 
 
 @dataclass(frozen=True)
+class LayerStep:
+    """One layer's turn in :func:`compaction_steps`: the view it left and what it changed.
+
+    ``outcome`` is ``"applied"`` (its result became the view), ``"unchanged"`` (it found
+    nothing to do — a summarizer that raised or returned no text lands here) or
+    ``"not smaller"`` (its result was discarded). Only an applied step changes the view:
+    otherwise ``messages`` is the view the layer was given. ``origin[i]`` is the index, in
+    the view the layer was given, of ``messages[i]``; ``None`` marks a message the layer
+    wrote (the summary). ``changes`` lists ``(index given, action, index now)`` for every
+    message the layer rewrote or removed, ``index now`` ``None`` when it was removed; the
+    action is :data:`LAYER_ACTIONS` of the layer.
+    """
+
+    name: str
+    outcome: str
+    tokens_before: int
+    tokens_after: int
+    messages: tuple[Message, ...]
+    origin: tuple[int | None, ...]
+    changes: tuple[tuple[int, str, int | None], ...]
+
+    @property
+    def applied(self) -> bool:
+        return self.outcome == "applied"
+
+
+@dataclass(frozen=True)
 class CompactionResult:
-    """The compacted copy of the messages, the untouched durable state, and the figures."""
+    """The compacted copy of the messages, the untouched durable state, and the figures.
+
+    ``steps`` are the :class:`LayerStep` of every layer that ran, in order; the last
+    one's view is ``messages``.
+    """
 
     messages: tuple[Message, ...]
     durable_state: DurableContextState
@@ -210,6 +250,7 @@ class CompactionResult:
     tokens_after: int
     applied_layers: tuple[str, ...]
     layer_tokens: tuple[tuple[str, int], ...] = field(default=())
+    steps: tuple[LayerStep, ...] = field(default=())
 
 
 # -- tokens and the tool protocol -----------------------------------------------------
@@ -426,37 +467,141 @@ def run_layer(name: str, messages: Sequence[Message], *, policy: CompactionPolic
     return tuple(_LAYER_FUNCTIONS[name](copy.deepcopy(list(messages)), policy, summarizer))
 
 
+def _check_arguments(policy: Any, summarizer: Any) -> CompactionPolicy:
+    policy = CompactionPolicy() if policy is None else policy
+    if not isinstance(policy, CompactionPolicy):
+        raise InvalidInputError("policy", "must be a CompactionPolicy or None")
+    if not callable(summarizer):
+        raise InvalidInputError("summarizer", "must be a callable text -> text")
+    return policy
+
+
+def compaction_steps(messages: Sequence[Message], *, summarizer: Summarizer,
+                     policy: CompactionPolicy | None = None) -> tuple[LayerStep, ...]:
+    """The layers in order, each on the view the previous one left, as long as the view
+    is at or above ``policy.token_threshold`` — the loop :func:`compact_context` runs.
+
+    A layer's result replaces the view only if it differs and is smaller. Works on
+    copies; ``messages`` is never touched. Empty when the input is under the threshold.
+    """
+    policy = _check_arguments(policy, summarizer)
+    validate_tool_protocol(messages)
+    view = copy.deepcopy(list(messages))
+    tokens = estimate_messages_tokens(view)
+    steps: list[LayerStep] = []
+    for name in LAYERS:
+        if tokens < policy.token_threshold:
+            break
+        work = copy.deepcopy(view)
+        position = {id(message): i for i, message in enumerate(work)}
+        # the layers rewrite messages in place and drop or prepend whole messages, so a
+        # message's identity says where it came from
+        candidate = _LAYER_FUNCTIONS[name](work, policy, summarizer)
+        candidate_tokens = estimate_messages_tokens(candidate)
+        if candidate == view:
+            outcome = "unchanged"
+        elif candidate_tokens >= tokens:
+            outcome = "not smaller"
+        else:
+            outcome = "applied"
+        if outcome != "applied":
+            steps.append(LayerStep(name, outcome, tokens, tokens, tuple(view),
+                                   tuple(range(len(view))), ()))
+            continue
+        origin = tuple(position.get(id(message)) for message in candidate)
+        now = {given: i for i, given in enumerate(origin) if given is not None}
+        changes = tuple((i, LAYER_ACTIONS[name], now.get(i)) for i, message in enumerate(view)
+                        if i not in now or candidate[now[i]] != message)
+        steps.append(LayerStep(name, outcome, tokens, candidate_tokens, tuple(candidate),
+                               origin, changes))
+        view, tokens = candidate, candidate_tokens
+    return tuple(steps)
+
+
 def compact_context(messages: Sequence[Message], durable_state: DurableContextState, *,
                     summarizer: Summarizer,
                     policy: CompactionPolicy | None = None) -> CompactionResult:
     """Compact a copy of ``messages``; ``durable_state`` passes through untouched."""
-    policy = CompactionPolicy() if policy is None else policy
-    if not isinstance(policy, CompactionPolicy):
-        raise InvalidInputError("policy", "must be a CompactionPolicy or None")
+    policy = _check_arguments(policy, summarizer)
     if not isinstance(durable_state, DurableContextState):
         raise InvalidInputError("durable_state", "must be a DurableContextState")
-    if not callable(summarizer):
-        raise InvalidInputError("summarizer", "must be a callable text -> text")
-    validate_tool_protocol(messages)
-    view = copy.deepcopy(list(messages))  # the caller's messages are never touched
-    before = estimate_messages_tokens(view)
-    applied: list[str] = []
-    layer_tokens: list[tuple[str, int]] = []
-    tokens = before
-    for name in LAYERS:
-        if tokens < policy.token_threshold:
-            break
-        candidate = _LAYER_FUNCTIONS[name](copy.deepcopy(view), policy, summarizer)
-        candidate_tokens = estimate_messages_tokens(candidate)
-        if candidate != view and candidate_tokens < tokens:  # a layer must shrink the view
-            applied.append(name)
-            view, tokens = candidate, candidate_tokens
-        layer_tokens.append((name, tokens))
+    steps = compaction_steps(messages, policy=policy, summarizer=summarizer)
+    before = estimate_messages_tokens(messages)
+    view = list(steps[-1].messages) if steps else copy.deepcopy(list(messages))
+    tokens = steps[-1].tokens_after if steps else before
+    applied = tuple(step.name for step in steps if step.applied)
     if tokens >= policy.hard_limit:
-        raise MessageViewLimitExceeded(before, tokens, policy.hard_limit, tuple(applied))
+        raise MessageViewLimitExceeded(before, tokens, policy.hard_limit, applied)
     validate_tool_protocol(view)  # a layer that broke a pair is a bug: fail loudly
-    return CompactionResult(tuple(view), durable_state, before, tokens, tuple(applied),
-                            tuple(layer_tokens))
+    return CompactionResult(tuple(view), durable_state, before, tokens, applied,
+                            tuple((step.name, step.tokens_after) for step in steps),
+                            tuple(steps))
+
+
+# -- looking at a view -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessageOutline:
+    """One message as a reader looks at it: where it is, who speaks, what it costs.
+
+    ``role`` is ``"tool"`` for a user message that holds only tool results; ``turn`` counts
+    the turn starts (user messages that are not only tool results) up to this message, 0
+    before the first; ``tokens`` include the message envelope, so a view's outlines sum to
+    :func:`estimate_messages_tokens`; ``note`` is a short label (the compaction markers are
+    named: ``cut``, ``superseded``, ``summary of N messages``); ``text`` is every block's
+    text, as the summarizer would see it.
+    """
+
+    index: int
+    turn: int
+    role: str
+    tokens: int
+    note: str
+    text: str
+
+
+_NOTE_CHARS = 28
+
+
+def _short(text: str, limit: int = _NOTE_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _block_note(block: dict[str, Any]) -> str:
+    kind = block["type"]
+    if kind == "tool_use":
+        values = [v for v in (block.get("input") or {}).values() if isinstance(v, str)]
+        return _short(f"{block['name']} {values[0] if values else ''}".strip())
+    if kind == "tool_result":
+        text = _result_text(block)
+        mark = (", cut" if "[tool_result_truncation: cut" in text
+                else ", superseded" if text.startswith("[file_read_dedup: superseded")
+                else "")
+        return f"result of {block['tool_use_id']}{mark}"
+    text = block["text"]
+    if text.startswith("[conversation_summary of "):
+        return "summary of " + text[len("[conversation_summary of "):].split(" ", 1)[0] + \
+            " messages"
+    return _short(repr(text), _NOTE_CHARS)
+
+
+def outline_messages(messages: Sequence[Message]) -> tuple[MessageOutline, ...]:
+    """A :class:`MessageOutline` per message, in order (for tables and message-view plots)."""
+    validate_tool_protocol(messages)
+    starts = set(_turn_starts(messages))
+    outlines, turn = [], 0
+    for i, message in enumerate(messages):
+        blocks = _blocks(message)
+        turn += i in starts
+        role = ("tool" if message["role"] == "user"
+                and all(b["type"] == "tool_result" for b in blocks) else message["role"])
+        outlines.append(MessageOutline(
+            i, turn, role, estimate_messages_tokens([message]),
+            "; ".join(_block_note(b) for b in blocks),
+            " | ".join(_block_text(b) for b in blocks)))
+    return tuple(outlines)
 
 
 # -- rendering the durable state -------------------------------------------------------

@@ -384,3 +384,28 @@ def test_output_ending_in_a_newline_reports_its_real_line_count(session):
     assert "980 lines" in result.context_text
     header = ex.read_artifact(result.artifact, offset=978, limit=5).split("\n")[0]
     assert "lines 978-979 of 980; end]" in header
+
+
+# -- 8. how much text stays inline, per script ------------------------------------------
+
+@pytest.mark.parametrize("tool", ["bash", "grep", "read_file"])
+@pytest.mark.parametrize("char", ["a", "é", "中", "😀"])
+def test_inline_char_limit_is_the_last_length_kept_inline(tool, char):
+    policy = ExternalizationPolicy()
+    n = policy.inline_char_limit(tool, char)
+    assert not policy.should_externalize(char * n, tool)
+    assert policy.should_externalize(char * (n + 1), tool)
+
+
+def test_the_bash_limit_keeps_four_times_more_tokens_of_chinese_than_of_english():
+    from labmem.core.text import estimate_tokens
+
+    policy = ExternalizationPolicy()
+    english = estimate_tokens("a" * policy.inline_char_limit("bash", "a"))
+    chinese = estimate_tokens("中" * policy.inline_char_limit("bash", "中"))
+    assert (english, chinese) == (7_500, 30_000) and chinese == 4 * english
+    other_en = estimate_tokens("a" * policy.inline_char_limit("grep", "a"))
+    other_zh = estimate_tokens("中" * policy.inline_char_limit("grep", "中"))
+    assert (other_en, other_zh) == (12_800, 17_066)  # bytes: only a third more
+    with pytest.raises(ArtifactValidationError, match="one character"):
+        policy.inline_char_limit("bash", "ab")

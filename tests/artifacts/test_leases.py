@@ -418,3 +418,20 @@ def test_publish_verifies_the_artifact_after_it_is_protected(tmp_path):
         j.publish_reference(RetentionClaim.for_reference("tx-2", gone), published.append,
                             verify=ex.verify)
     assert published == [] and j.leases()["tx-2"].phase is LeasePhase.ABORTED
+
+
+def test_the_chapter_picture_of_a_lease_draws_exactly_the_allowed_moves():
+    from labmem.artifacts.leases import TRANSITIONS
+    from labmem.notebook import DIAGRAMS
+
+    diagram = DIAGRAMS["s13_leases"]
+    phases = {phase.value for phase in LeasePhase}
+    drawn = {(a.start, a.end) for a in diagram.arrows if {a.start, a.end} <= phases}
+    allowed = {(before.value, after.value) for before, afters in TRANSITIONS.items()
+               if before is not None for after in afters}
+    assert drawn == allowed
+    for phase in LeasePhase:  # the box says whether the phase protects
+        label = diagram.box(phase.value).label
+        assert label.startswith(phase.value.upper())
+        assert ("(protects)" in label) == phase.protects
+    assert diagram.problems() == []

@@ -377,3 +377,123 @@ def test_run_layer_applies_one_layer_to_a_copy():
     assert sum("superseded" in str(m["content"]) for m in out) == 3
     with pytest.raises(InvalidInputError, match="name"):
         run_layer("nope", messages, policy=CompactionPolicy(), summarizer=echo)
+
+
+# -- the view after each layer: compaction_steps and outline_messages ----------------------
+
+def small_conversation():
+    """Four turns: a file read twice, a long test log, and a last short turn."""
+    db_py = "\n".join(f"def query_{i}(conn): return conn.execute('select {i}')" for i in range(3))
+    log = "".join(f"test_{i:02d} PASSED\n" for i in range(80))
+    return [user("Read db.py."), call("r1", "read_file", path="db.py"), result("r1", db_py),
+            assistant("3 query helpers."),
+            user("Run the tests."), call("t1", "bash", cmd="pytest -q"), result("t1", log),
+            assistant("All 80 pass."),
+            user("Re-read db.py."), call("r2", "read_file", path="db.py"), result("r2", db_py),
+            assistant("Unchanged."),
+            user("Migrate the integration tests."), assistant("Two files; not done yet.")]
+
+
+SMALL_POLICY = CompactionPolicy(token_threshold=150, hard_limit=1_000, max_tool_result_tokens=40,
+                                keep_recent_turns=3, summary_keep_recent_turns=1)
+
+
+def test_compact_context_is_the_last_view_of_its_steps():
+    from labmem.context.compaction import compaction_steps
+
+    messages = small_conversation()
+    steps = compaction_steps(messages, policy=SMALL_POLICY, summarizer=echo)
+    out = compact_context(messages, STATE, summarizer=echo, policy=SMALL_POLICY)
+    assert out.steps == steps and [s.name for s in steps] == list(LAYERS)
+    assert out.messages == steps[-1].messages and out.tokens_after == steps[-1].tokens_after
+    assert out.layer_tokens == tuple((s.name, s.tokens_after) for s in steps)
+    assert out.applied_layers == tuple(s.name for s in steps if s.applied)
+    handed = tuple(messages)
+    for step in steps:  # each step starts where the previous one stopped
+        assert step.tokens_before == estimate_messages_tokens(handed)
+        assert step.tokens_after == estimate_messages_tokens(step.messages)
+        handed = step.messages
+
+
+def test_each_step_says_what_it_truncated_deduplicated_pruned_and_summarized():
+    from labmem.context.compaction import compaction_steps
+
+    messages = small_conversation()
+    truncate, dedup, prune, summary = compaction_steps(messages, policy=SMALL_POLICY,
+                                                       summarizer=echo)
+    assert all(step.outcome == "applied" for step in (truncate, dedup, prune, summary))
+    assert truncate.changes == ((6, "truncated", 6),)  # only the log is over 40 tokens
+    assert "[tool_result_truncation: cut" in truncate.messages[6]["content"][0]["content"]
+    assert dedup.changes == ((2, "deduplicated", 2),)  # the first read of db.py
+    assert dedup.messages[2]["content"][0]["content"].startswith("[file_read_dedup: superseded")
+    # keep_recent_turns=3: turns 2-4 stay, turn 1 keeps only the first message
+    assert prune.changes == ((1, "pruned", None), (2, "pruned", None), (3, "pruned", None))
+    assert prune.origin == (0, *range(4, 14))
+    # summary_keep_recent_turns=1: the last turn stays, everything before is one message
+    assert [c[0] for c in summary.changes] == list(range(9))
+    assert {c[1:] for c in summary.changes} == {("summarized", None)}
+    assert summary.origin == (None, 9, 10)
+    assert summary.messages[0]["content"].startswith("[conversation_summary of 9 earlier")
+    for handed, step in zip((tuple(messages), truncate.messages, dedup.messages,
+                            prune.messages), (truncate, dedup, prune, summary), strict=True):
+        changed = {i for i, _, _ in step.changes}
+        for now, came_from in enumerate(step.origin):  # what did not change came along whole
+            if came_from is not None and came_from not in changed:
+                assert step.messages[now] == handed[came_from]
+
+
+@pytest.mark.parametrize("summarizer", [lambda t: 1 / 0, lambda t: "", lambda t: "  \n"])
+def test_a_failed_summary_step_keeps_the_view_pruning_left(summarizer):
+    from labmem.context.compaction import compaction_steps
+
+    steps = compaction_steps(small_conversation(), policy=SMALL_POLICY, summarizer=summarizer)
+    *_, prune, summary = steps
+    assert summary.outcome == "unchanged" and not summary.applied and summary.changes == ()
+    assert summary.messages == prune.messages and summary.tokens_after == prune.tokens_after
+    out = compact_context(small_conversation(), STATE, summarizer=summarizer,
+                          policy=SMALL_POLICY)
+    assert out.messages == prune.messages and "conversation_summary" not in out.applied_layers
+
+
+def test_a_summary_longer_than_what_it_replaces_is_discarded():
+    from labmem.context.compaction import compaction_steps
+
+    steps = compaction_steps(small_conversation(), policy=SMALL_POLICY,
+                             summarizer=lambda t: "word " * 2_000)
+    assert steps[-1].outcome == "not smaller" and steps[-1].messages == steps[-2].messages
+
+
+def test_steps_stop_under_the_threshold_and_leave_the_input_alone():
+    from labmem.context.compaction import compaction_steps
+
+    messages = small_conversation()
+    before = copy.deepcopy(messages)
+    policy = CompactionPolicy(token_threshold=400, hard_limit=1_000, max_tool_result_tokens=40)
+    steps = compaction_steps(messages, policy=policy, summarizer=echo)
+    assert [s.name for s in steps] == ["tool_result_truncation"]  # 488 → 242 tokens
+    assert steps[0].tokens_after < 400 <= steps[0].tokens_before
+    assert messages == before
+    assert compaction_steps(messages, policy=CompactionPolicy(), summarizer=echo) == ()
+    with pytest.raises(ToolProtocolError):
+        compaction_steps(messages[:2], policy=policy, summarizer=echo)
+    with pytest.raises(InvalidInputError, match="summarizer"):
+        compaction_steps(messages, policy=policy, summarizer="not callable")
+
+
+def test_outline_names_role_turn_tokens_and_markers():
+    from labmem.context.compaction import compaction_steps, outline_messages
+
+    messages = small_conversation()
+    outline = outline_messages(messages)
+    assert [o.turn for o in outline] == [1] * 4 + [2] * 4 + [3] * 4 + [4] * 2
+    assert [o.role for o in outline[:4]] == ["user", "assistant", "tool", "assistant"]
+    assert sum(o.tokens for o in outline) == estimate_messages_tokens(messages)
+    assert outline[1].note == "read_file db.py" and outline[2].note == "result of r1"
+    assert outline[0].note == "'Read db.py.'" and outline[12].note.endswith("…")
+    assert len(outline[12].note) == 28 and outline[6].text == messages[6]["content"][0]["content"]
+    steps = compaction_steps(messages, policy=SMALL_POLICY, summarizer=echo)
+    assert outline_messages(steps[0].messages)[6].note == "result of t1, cut"
+    assert outline_messages(steps[1].messages)[2].note == "result of r1, superseded"
+    summary = outline_messages(steps[3].messages)
+    assert summary[0].note == "summary of 9 messages" and summary[0].role == "user"
+    assert [o.turn for o in summary] == [1, 2, 2]  # the summary itself starts a turn
