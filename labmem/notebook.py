@@ -539,73 +539,78 @@ DIAGRAMS: Mapping[str, Diagram] = {
          ("log", "lookup"), ("log", "select")]),
     "s10": _diagram(
         "s10: facts are logged, memory is distilled",
-        "The agent appends facts to one JSONL file per day. distill reads only files up to the "
-        "cutoff day and applies the rules: a fact must be old enough and of a stable kind; an "
-        "unkeyed fact is promoted when important or repeated; a keyed rival needs two newer "
-        "independent evidence ids, and equally strong rivals become a conflict. curated.json "
-        "is the canonical result, which a human may resolve; MEMORY.md and the agent's context "
-        "are projections of it.",
+        "The agent appends facts to one JSONL file per day. distill reads only the files up to "
+        "the cutoff day and applies the rules: a fact must be old enough and of a stable "
+        "kind; an unkeyed group is promoted when one fact has importance 4 or more or the "
+        "group has 2 independent evidence ids; a key's first qualifying value is revision 1, "
+        "a rival needs 2 newer evidence ids, older rival evidence is stale, and equally "
+        "strong rivals become a conflict that changes nothing. curated.json is the canonical "
+        "result, which a human may resolve after an audit line; MEMORY.md and the agent's "
+        "context are projections of it, the context adding the newest unkeyed facts.",
         [("agent", "agent", 6, 3, "outside"),
          ("daily", "daily/2026-06-02.jsonl\ndaily/2026-06-03.jsonl …\none fact per line, "
-                   "fsync'd,\nevery line carries the scope", 40, 3, "store"),
-         ("distill", "distill(policy, as_of)\nonly files up to the cutoff day", 40, 11),
+                   "fsync'd,\nevery line carries the scope", 42, 3, "store"),
+         ("distill", "distill(policy, as_of)\nonly files up to the cutoff day", 42, 11),
          ("rules", "old enough? stable kind?\nunkeyed: importance ≥ 4 or ≥ 2 evidence ids\n"
-                   "keyed: a rival needs ≥ 2 newer evidence ids;\nequally strong rivals → "
-                   "CONFLICT", 40, 19),
-         ("wait", "not yet: wait\n(or never, if not a stable kind)", 90, 19, "refuse"),
+                   "keyed: first value = revision 1; a rival\nneeds ≥ 2 newer evidence ids; "
+                   "older = stale;\nequally strong rivals → CONFLICT", 42, 20),
+         ("wait", "not yet: wait\n(or never, if not a stable kind)", 98, 20, "refuse"),
          ("curated", "curated.json\nentries, revision chains,\nconflict cases (canonical)",
-          40, 28, "store"),
-         ("human", "human: resolve_conflict\n(audit line first:\nresolutions.jsonl)", 90, 28,
+          42, 30, "store"),
+         ("human", "human: resolve_conflict\n(audit line first:\nresolutions.jsonl)", 98, 30,
           "outside"),
-         ("memorymd", "MEMORY.md\n(projection; hand edits\nare repaired)", 18, 37, "view"),
-         ("context", "get_context_for_agent()\n= projection + newest\nunkeyed facts", 62, 37,
-          "view")],
+         ("memorymd", "MEMORY.md\n(projection; hand edits\nare repaired)", 18, 39, "view"),
+         ("context", "get_context_for_agent()\n= projection + newest\nunkeyed facts "
+                     "(newest\ndaily files only)", 66, 39, "view")],
         [("agent", "daily", "append_fact()"), ("daily", "distill"), ("distill", "rules"),
          ("rules", "wait", "no"), ("rules", "curated", "promote"), ("human", "curated"),
          ("curated", "memorymd", "render"), ("curated", "context")]),
     "s11": _diagram(
         "s11: one keyed preference write",
-        "set_preference or delete_preference takes the user's lock and reloads "
-        "preferences.json, refusing a file of another user's scope. A write with the same "
-        "value, expiry and source (or a second delete) is UNCHANGED: no write, same "
+        "set_preference or delete_preference takes the user's lock and reads the snapshot and "
+        "its revision log again, refusing a file of another user's scope. A write with the "
+        "same value, expiry and source (or a second delete) is UNCHANGED: no write, same "
         "revision. A change whose updated_at is not later than the stored one, a tombstone's "
         "included, raises StalePreferenceUpdateError and writes nothing. Otherwise the key "
-        "is created, updated or deleted (a tombstone) at revision + 1, preferences.json is "
-        "written and MEMORY.md re-projected. The files under users/<scope_digest>/ are the "
-        "truth; MEMORY.md holds the preferences active at the last write or refresh, and "
-        "get_context_for_agent renders the ones active at as_of from the files each time.",
+        "is created, updated or deleted (a tombstone) at revision + 1: one line appended to "
+        "preferences.jsonl is the commit, and MEMORY.md is re-projected. The files under "
+        "users/<scope_digest>/ are the truth, and the log is compacted into preferences.json "
+        "on a first write, on every delete and when it grows long. MEMORY.md holds the "
+        "preferences active at the last write or refresh; get_context_for_agent renders the "
+        "ones active at as_of from the files each time.",
         [("caller", "set_preference(key, value, expires_at,\nsource_event_id, updated_at)\n"
                     "or delete_preference(key, deleted_at)", 55, 3, "outside"),
-         ("lock", "take user.lock, reload preferences.json\n(refuse a file of another "
-                  "user's scope)", 55, 11),
+         ("lock", "take user.lock, read the snapshot\nand its log again (refuse a file\n"
+                  "of another user's scope)", 55, 11),
          ("unchanged", "UNCHANGED\nsame value, expiry and source\n(or a second delete):"
-                       "\nno write, same revision", 16, 21),
+                       "\nno write, same revision", 16, 22),
          ("stale", "StalePreferenceUpdateError\na change whose updated_at is\nnot later "
-                   "than the stored one\n(a tombstone's too): no write", 55, 21, "refuse"),
-         ("write", "CREATED / UPDATED / DELETED\nrevision + 1: write\npreferences.json, "
-                   "re-project\nMEMORY.md, unlock", 94, 21),
-         ("files", "users/<scope_digest>/\nprofile.json, preferences.json\n(canonical; "
-                   "each names its user_scope,\nthe user id is never on disk)", 94, 31,
-          "store"),
+                   "than the stored one\n(a tombstone's too): no write", 55, 22, "refuse"),
+         ("write", "CREATED / UPDATED / DELETED\nrevision + 1: append one line\nto "
+                   "preferences.jsonl (the commit),\nre-project MEMORY.md, unlock", 94, 22),
+         ("files", "users/<scope_digest>/\npreferences.jsonl: one line per change\n"
+                   "preferences.json: the log compacted\n(first write, every delete, long "
+                   "log)\nprofile.json; each names its user_scope", 94, 33, "store"),
          ("memorymd", "MEMORY.md\nprofile + preferences active\nat the last write or "
-                      "refresh", 55, 40, "view"),
+                      "refresh", 55, 44, "view"),
          ("context", "get_context_for_agent(as_of)\nrendered from the files each time:"
-                     "\nprofile + preferences with\nas_of < expires_at", 94, 41, "view")],
+                     "\nprofile + preferences with\nas_of < expires_at", 94, 45, "view")],
         [("caller", "lock"), ("lock", "unchanged", "same state"),
          ("lock", "stale", "a change, not later"), ("lock", "write", "a change, later"),
          ("write", "files"), ("files", "memorymd", "project"), ("files", "context")]),
     "s12": _diagram(
         "s12: two paths leave the store",
         "Transcripts and profile snapshots become StoredMemory records in one user's JSONL "
-        "store. The latest profile record is rendered once at session start. A query goes "
-        "through five stages: normalize into terms, candidates by term overlap with the "
-        "conversation records, an explainable score, a stable rank by total, coverage, time "
-        "and id, and a rendered recalled_context block.",
+        "store. The latest profile record is rendered once at session start as "
+        "remote_profile and is never searched. A query goes through five stages: normalize "
+        "into terms, candidates by term overlap with the conversation records only, an "
+        "explainable score, a stable rank by total, coverage, time and id, and a rendered "
+        "recalled_context block; no hit is written back to the store.",
         [("source", "transcript / profile snapshot\n(the source)", 16, 3, "outside"),
          ("store", "RemoteMemoryStore (JSONL, one user)\nStoredMemory(memory_id, user_scope, "
                    "kind,\ncontent, summary, source, stored_at)", 64, 3, "store"),
-         ("profile", "latest PROFILE record\n→ <remote_profile> at session start", 114, 11,
-          "view"),
+         ("profile", "latest PROFILE record\n→ <remote_profile> at session start\n"
+                     "(never searched)", 114, 11, "view"),
          ("query", '"  LAYERED   Memory  "', 10, 21, "outside"),
          ("s1", "1 normalize\nRecallQuery(terms)", 35, 21),
          ("s2", "2 candidate\n(term overlap)", 58, 21),
@@ -661,25 +666,33 @@ DIAGRAMS: Mapping[str, Diagram] = {
          ("plan", "plan_cleanup (read-only)\n→ a decision per file", 22, 30),
          ("apply", "apply_cleanup: journal lock,\nre-hash, unlink", 38, 38)],
         [("tool", "ext"), ("ext", "inline", "small"), ("ext", "body", "large"),
-         ("body", "pointer"), ("pointer", "memref", "memory write"),
-         ("memref", "journal", "lease first"), ("journal", "owner", "pending", True),
+         ("body", "pointer", "context_text"), ("body", "memref", "for_memory()"),
+         ("memref", "journal", "lease first"),
+         ("journal", "owner", "pending", True),
          ("journal", "plan", "protected"), ("plan", "apply")]),
     "s13_leases": _diagram(
         "s13: the life of a lease",
-        "A lease starts PREPARED and protects its artifact. When the publisher succeeds it "
-        "becomes COMMITTED, still protecting; releasing it ends protection. A rejected "
-        "publication, or an owner that answers absent after sealing the transaction, aborts "
-        "it. After a crash or an unknown outcome the lease stays PREPARED and keeps "
-        "protecting until reconciliation settles it.",
-        [("prepared", "PREPARED\n(protects)", 12, 4),
-         ("committed", "COMMITTED\n(protects)", 50, 4),
-         ("released", "RELEASED\n(cleanup may go)", 88, 4, "refuse"),
-         ("aborted", "ABORTED\n(never protects)", 50, 14, "refuse"),
-         ("crash", "crash or unknown outcome:\nstays PREPARED,\nstill protects", 12, 15,
+        "A memory write first calls prepare, which makes the lease PREPARED, fsynced before "
+        "the publisher runs; a PREPARED lease protects its artifact. When the publisher "
+        "succeeds, or the owner later answers published with the same digest, it becomes "
+        "COMMITTED and still protects; release makes it RELEASED, which protects nothing, so "
+        "cleanup may delete the file after the TTL. A rejected publication, or an owner that "
+        "answers absent and seals the transaction, makes it ABORTED, which never protects and "
+        "never commits. A crash or an unknown outcome leaves it PREPARED: after the restart "
+        "recover() folds the journal and the lease keeps protecting until reconciliation "
+        "settles it.",
+        [("start", "memory write:\nprepare(claim)", 9, 4, "outside"),
+         ("prepared", "PREPARED\n(protects)", 42, 4),
+         ("committed", "COMMITTED\n(protects)", 84, 4),
+         ("released", "RELEASED\n(protects nothing:\ncleanup may go)", 122, 4, "refuse"),
+         ("aborted", "ABORTED\n(never protects,\nnever commits)", 84, 17, "refuse"),
+         ("crash", "crash or unknown outcome:\nstays PREPARED,\nstill protects", 24, 17,
           "outside")],
-        [("prepared", "committed", "published"), ("committed", "released", "release"),
-         ("prepared", "aborted", "rejected / absent"),
-         ("crash", "prepared", "restart: fold", True)]),
+        [("start", "prepared", "fsync"),
+         ("prepared", "committed", "publisher ok, or\nowner: published"),
+         ("committed", "released", "release"),
+         ("prepared", "aborted", "rejected, or owner:\nabsent (sealed first)"),
+         ("crash", "prepared", "restart:\nrecover()", True)]),
     "s14_compaction": _diagram(
         "s14: a summary does not own facts",
         "Replayed transcript messages are copied and compacted in four layers: tool result "
@@ -738,29 +751,48 @@ DIAGRAMS: Mapping[str, Diagram] = {
          ("fits", "ledger", "yes"), ("fits", "evict", "no"), ("evict", "ledger", "room made"),
          ("evict", "reject", "not enough")]),
     "walkthrough": _diagram(
-        "The walkthrough: every layer, then a restart, then the context",
-        "s09: a transcript event is selected as a candidate and stored as an s12 record, "
-        "which recall finds. s10: a workspace log is distilled into a curated view. s11: a "
-        "keyed preference stays in its user's scope. s13: an artifact gets a pointer with a "
-        "digest, a retention claim and a lease. Then every object is dropped and rebuilt from "
-        "disk. s14: transcript messages are compacted by a lying summarizer while the durable "
-        "state, re-verified by a fresh source resolver, is rendered unchanged.",
-        [("t", "s09 transcript", 10, 3, "store"), ("cand", "candidate", 32, 3),
-         ("stored", "s12 StoredMemory", 54, 3, "store"), ("hit", "RecallHit", 78, 3, "view"),
-         ("ws", "s10 workspace log", 10, 9, "store"), ("cur", "curated view", 36, 9, "view"),
-         ("pref", "s11 keyed preference\n(scope isolation)", 70, 9, "store"),
-         ("art", "s13 artifact", 10, 15, "store"), ("ptr", "pointer + digest", 34, 15, "view"),
-         ("claim", "retention claim", 58, 15), ("lease", "lease journal\nprepare → publish → "
-                                                         "commit", 88, 15, "store"),
-         ("restart", "drop every object; rebuild fresh instances from disk", 50, 21,
+        "The walkthrough: one decision through every layer, a restart, then the context",
+        "One session's two transcript events start it. The user's event becomes alice's "
+        "keyed preference (written twice, unchanged; bob sees none). The assistant's event, "
+        "the decision, is selected as a memory candidate, stored as an s12 record and "
+        "recalled with that event as its source; it is also logged as two workspace facts of "
+        "importance 3, from two sessions, which distill curates into one entry only because "
+        "the repeat reaches the threshold. The test log becomes an artifact behind a pointer "
+        "with a digest, published into the workspace under a lease. Then every object is "
+        "dropped and rebuilt from disk: the lease journal is recovered and cleanup keeps the "
+        "referenced log but deletes an orphan; compaction replaces the conversation with a "
+        "lying summary, while the durable fact and pending item, re-verified by a fresh "
+        "resolver, reach the next prompt unchanged.",
+        [("ev1", "s09 event #1 (user)\n“… I always want SQLite\nin WAL mode”", 16, 3, "store"),
+         ("ev2", "s09 event #2 (assistant)\n“Migrated: SQLite in WAL\nmode; the suite passes”",
+          54, 3, "store"),
+         ("log", "s13 artifact: the test log\n49,000 bytes + sha256", 94, 3, "store"),
+         ("pref", "s11 alice's preference\nwritten twice: UNCHANGED\n(bob sees none)", 16, 12,
+          "store"),
+         ("cand", "memory candidate\n(source = event #2)", 54, 12, "view"),
+         ("ptr", "pointer + digest\n(no body)", 94, 12, "view"),
+         ("facts", "s10: 2 facts, importance 3,\nfrom 2 sessions", 16, 21, "store"),
+         ("record", "s12 stored record", 54, 21, "store"),
+         ("lease", "s13 lease: prepared →\noutcome fact → committed", 94, 21, "store"),
+         ("curated", "curated entry, 2 evidence ids\n(the repeat promotes it)", 16, 29,
+          "store"),
+         ("hit", "recall hit\n(source = event #2)", 54, 29, "view"),
+         ("restart", "drop every object; rebuild fresh instances from disk", 54, 36,
           "outside"),
-         ("msgs", "s14 transcript messages", 14, 27, "view"),
-         ("comp", "lossy compaction\n(lying summarizer)", 44, 27),
-         ("durable", "DurableContextState", 72, 27, "store"), ("render", "render", 96, 27),
-         ("resolver", "fresh SourcePointerResolver\n→ available | missing | …", 72, 33)],
-        [("t", "cand", "select"), ("cand", "stored"), ("stored", "hit", "recall"),
-         ("ws", "cur", "distill"), ("art", "ptr"), ("ptr", "claim"), ("claim", "lease"),
-         ("msgs", "comp"), ("durable", "render"), ("resolver", "render")]),
+         ("durable", "s14 durable state: the decision\n+ a pending item (the log)", 18, 43,
+          "store"),
+         ("comp", "s14 compaction: a lying\nsummary replaces the talk", 56, 43),
+         ("cleanup", "s13 journal recovered;\ncleanup keeps the log,\ndeletes the orphan", 94,
+          43),
+         ("resolver", "fresh resolver: both\nsources available", 18, 51),
+         ("prompt", "next prompt: compacted talk +\ndurable block (the decision,\nnot the lie)",
+          56, 51, "view")],
+        [("ev1", "pref", "set_preference"), ("ev2", "cand", "select"),
+         ("log", "ptr", "externalize"), ("cand", "record", "store"), ("cand", "facts", "log"),
+         ("ptr", "lease", "publish"), ("facts", "curated", "distill"),
+         ("record", "hit", "recall"), ("durable", "resolver", "pointers"),
+         ("lease", "cleanup", "restart: fold", True), ("comp", "prompt"),
+         ("resolver", "prompt", "status")]),
     "case_study": _diagram(
         "Case study: the memory of a serialized-novel writing tool",
         "A chapter result, its summary with foreshadowing and its outline go to "
@@ -868,5 +900,123 @@ def draw_message_views(views: Mapping[str, Sequence[tuple[str, int, str]]], *, t
                         for role in roles], loc="outside lower center", ncols=len(roles) or 1,
                fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
+    fig._labmem_alt = alt
+    return fig
+
+
+# -- a directory as a picture -----------------------------------------------------------
+
+TREE_FONT_PT = 9  # the tree's text: readable at FIGURE_DPI
+_TREE_COLOURS = ("#fde9c9", "#dbe9f6", "#e3f1de", "#f8dcdc", "#e8dff5", "#fff3b0", "#f0f0f0")
+
+
+@dataclass(frozen=True)
+class TreeRow:
+    """One line of a directory tree: the glyphs before the name, the name (a folder's ends
+    in ``/``), its relative path (``""`` for the root), its size in bytes (a folder's is the
+    sum of its files) and its group (a file's ``owner``; a folder's when all its files share
+    one, else ``None``)."""
+
+    prefix: str
+    name: str
+    path: str
+    size: int
+    group: str | None
+    is_dir: bool
+
+
+def tree_rows(files: Iterable[Mapping[str, Any]], root: str = ".") -> tuple[TreeRow, ...]:
+    """The rows of ``tree``-style listing of ``files`` — mappings with ``path`` (relative,
+    POSIX), ``bytes`` and optionally ``owner`` — under a root folder named ``root``.
+    Entries of a folder are sorted by name; each folder comes before its contents."""
+    tree: dict[str, Any] = {}
+    for file in files:
+        parts = str(file["path"]).split("/")
+        if not all(parts):
+            raise ValueError(f"files: {file['path']!r} is not a relative file path")
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part + "/", {})
+            if not isinstance(node, dict):
+                raise ValueError(f"files: {file['path']!r} lies under a file")
+        node[parts[-1]] = (int(file["bytes"]), file.get("owner"))
+
+    def total(node) -> tuple[int, set]:
+        if isinstance(node, tuple):
+            return node[0], {node[1]}
+        sizes = [total(child) for child in node.values()]
+        return sum(s for s, _ in sizes), set().union(*(g for _, g in sizes))
+
+    def group_of(groups: set) -> str | None:
+        return next(iter(groups)) if len(groups) == 1 else None
+
+    size, groups = total(tree)
+    rows = [TreeRow("", root.rstrip("/") + "/", "", size, group_of(groups), True)]
+
+    def walk(node: dict, path: str, indent: str) -> None:
+        names = sorted(node)
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            child = node[name]
+            size, groups = total(child)
+            rows.append(TreeRow(indent + ("└── " if last else "├── "), name, path + name,
+                                size, group_of(groups), isinstance(child, dict)))
+            if isinstance(child, dict):
+                walk(child, path + name, indent + ("    " if last else "│   "))
+
+    walk(tree, "", "")
+    return tuple(rows)
+
+
+def draw_tree(files: Sequence[Mapping[str, Any]], *, root: str = ".", title: str,
+              alt: str | None = None):
+    """Draw :func:`tree_rows` of ``files``: one line per folder or file with its size, each
+    file shaded by its ``owner``, and a key of owners (files, bytes; sorted) under the tree.
+
+    Without ``alt`` the figure describes itself: the number of files and folders, and each
+    owner's files and bytes."""
+    import matplotlib.pyplot as plt
+
+    rows = tree_rows(files, root)
+    groups = sorted({f.get("owner") or "?" for f in files})
+    colours = {g: _TREE_COLOURS[i % len(_TREE_COLOURS)] for i, g in enumerate(groups)}
+    per_group = {g: (sum(1 for f in files if (f.get("owner") or "?") == g),
+                     sum(int(f["bytes"]) for f in files if (f.get("owner") or "?") == g))
+                 for g in groups}
+    name_width = max(len(r.prefix + r.name) for r in rows) + 2
+    size_width = max(len(f"{r.size:,} B") for r in rows)
+    key_width = max((len(f"{g}: {n} files, {b:,} B") + 4 for g, (n, b) in per_group.items()),
+                    default=0)
+    columns = max(name_width + size_width + 2, key_width, len(title) * 1.1)
+    lines = len(rows) + len(groups) + 3
+    char_in, line_in = TREE_FONT_PT * 0.6 / 72, TREE_FONT_PT * 1.55 / 72
+    fig, ax = plt.subplots(figsize=(columns * char_in + 0.3, lines * line_in + 0.2),
+                           dpi=FIGURE_DPI)
+    fig.subplots_adjust(0, 0, 1, 1)
+    font = {"family": "monospace", "fontsize": TREE_FONT_PT, "va": "center"}
+    ax.text(0.5, 0.6, title, fontsize=TREE_FONT_PT + 1, fontweight="bold", va="center")
+    for y, row in enumerate(rows, start=2):
+        ax.text(0.5, y, row.prefix, color="#777777", **font)
+        shade = None if row.is_dir or row.group is None else colours[row.group or "?"]
+        ax.text(0.5 + len(row.prefix), y, row.name, fontweight="bold" if row.is_dir else None,
+                bbox=None if shade is None else {"boxstyle": "square,pad=0.15",
+                                                 "facecolor": shade, "edgecolor": "none"},
+                **font)
+        ax.text(name_width + size_width + 0.5, y, f"{row.size:,} B", ha="right",
+                color="#555555" if row.is_dir else "black", **font)
+    for y, group in enumerate(groups, start=len(rows) + 3):
+        count, size = per_group[group]
+        ax.text(0.5, y, "  ", bbox={"boxstyle": "square,pad=0.15", "facecolor": colours[group],
+                                    "edgecolor": "#999999"}, **font)
+        ax.text(3.5, y, f"{group}: {count} file{'s' * (count != 1)}, {size:,} B", **font)
+    ax.set_xlim(0, columns + 0.5)
+    ax.set_ylim(lines + 0.2, -0.2)
+    ax.axis("off")
+    if alt is None:
+        folders = sum(r.is_dir for r in rows) - 1
+        alt = (f"{title}: a tree of {len(files)} files in {folders} folders under {root}/, "
+               f"{rows[0].size:,} bytes in all. By owner: " + "; ".join(
+                   f"{g}, {n} file{'s' * (n != 1)} of {b:,} bytes"
+                   for g, (n, b) in per_group.items()) + ".")
     fig._labmem_alt = alt
     return fig

@@ -223,8 +223,11 @@ def sigkill_mid_stream(workdir: Path, factory_spec: str = "labmem.resilience:rea
     missing = sorted(set(acked) - set(stored))
     duplicated = len(stored) - len(set(stored))
     passed = not missing and not duplicated
+    # Only acknowledged writes are promised. How many more the writer finished before the
+    # signal landed depends on timing, so the observation does not report that number.
     return CaseResult("sigkill_mid_stream", passed,
-                      f"{len(acked)} acknowledged, {len(stored)} stored after SIGKILL; "
+                      f"{len(acked)} acknowledged before SIGKILL, "
+                      f"{len(acked) - len(missing)} of them stored after it; "
                       f"missing {len(missing)}, duplicated {duplicated}")
 
 

@@ -92,3 +92,66 @@ def test_full_text_shows_every_character_and_real_line_breaks():
     assert "white-space: pre-wrap" in html and "END" in html and "&lt;" not in html
     assert "&lt;b&gt;" in full_text([{"t": "<b>"}])._repr_html_()  # text, never markup
     assert TABLE_COLUMN_CHARS >= 200
+
+
+def test_message_views_name_the_roles_under_the_panels_and_stay_readable():
+    from labmem.notebook import MESSAGE_NOTE_PT
+
+    views = {"before": [("user", 10, "ask"), ("tool", 400, "output")],
+             "after": [("user", 10, "ask"), ("assistant", 40, "a long note " * 3)]}
+    fig = draw_message_views(views, title="v", alt="two steps")
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["user", "tool", "assistant"]
+    notes = [t for ax in fig.axes for t in ax.texts]
+    assert {t.get_text() for t in notes} == {"ask", "output", "a long note " * 3}
+    assert MESSAGE_NOTE_PT >= 8 and all(t.get_fontsize() == MESSAGE_NOTE_PT for t in notes)
+    assert fig.get_size_inches()[0] / 2 >= len("a long note " * 3) * MESSAGE_NOTE_PT * 0.6 / 72
+
+
+# -- a directory as a picture -----------------------------------------------------------
+
+FILES = [{"path": "a/b.txt", "bytes": 3, "owner": "x"},
+         {"path": "a/c/d.txt", "bytes": 4, "owner": "x"},
+         {"path": "e.txt", "bytes": 5, "owner": "y"}]
+
+
+def test_tree_rows_are_a_tree_listing():
+    from labmem.notebook import tree_rows
+
+    rows = tree_rows(reversed(FILES), root="home")
+    assert [r.prefix + r.name for r in rows] == [
+        "home/", "├── a/", "│   ├── b.txt", "│   └── c/", "│       └── d.txt", "└── e.txt"]
+    assert [r.size for r in rows] == [12, 7, 3, 4, 4, 5]
+    assert [r.group for r in rows] == [None, "x", "x", "x", "x", "y"]
+    assert [r.path for r in rows] == ["", "a/", "a/b.txt", "a/c/", "a/c/d.txt", "e.txt"]
+    with pytest.raises(ValueError, match="not a relative file path"):
+        tree_rows([{"path": "/etc/passwd", "bytes": 1}])
+
+
+def test_a_tree_draws_every_row_and_describes_itself():
+    from labmem.notebook import TREE_FONT_PT, draw_tree
+
+    fig = draw_tree(FILES, root="home", title="a home")
+    (ax,) = fig.axes
+    shown = [t.get_text() for t in ax.texts]
+    assert {"home/", "a/", "b.txt", "c/", "d.txt", "e.txt", "12 B"} <= set(shown)
+    assert "x: 2 files, 7 B" in shown and "y: 1 file, 5 B" in shown
+    assert TREE_FONT_PT >= 9 and all(t.get_fontsize() >= TREE_FONT_PT for t in ax.texts)
+    assert fig._labmem_alt == ("a home: a tree of 3 files in 2 folders under home/, 12 bytes "
+                               "in all. By owner: x, 2 files of 7 bytes; y, 1 file of 5 bytes.")
+    assert draw_tree(FILES, title="t", alt="my words")._labmem_alt == "my words"
+
+
+@pytest.mark.parametrize("name", sorted(DIAGRAMS))
+def test_the_legend_fits_in_the_picture(name):
+    """draw_diagram lays its legend out left to right under the boxes; the picture must be
+    wide enough for it, or the last entry is cut off."""
+    from labmem.notebook import KIND_MEANINGS
+
+    diagram = DIAGRAMS[name]
+    left = min(b.bounds()[0] for b in diagram.boxes) - 1
+    right = max(b.bounds()[2] for b in diagram.boxes) + 1
+    kinds = list(dict.fromkeys(b.kind for b in diagram.boxes))
+    needed = 0.5 + sum(len(KIND_MEANINGS[k]) + 6 for k in kinds[:-1]) + 2.6 + len(
+        KIND_MEANINGS[kinds[-1]])
+    assert needed <= right - left, f"widen {name}: the legend needs {needed:.0f} characters"

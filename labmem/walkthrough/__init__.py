@@ -1,8 +1,10 @@
 """The layered-memory walkthrough: every layer in one offline, restart-safe run.
 
 It adds no memory mechanism of its own. It composes the chapters' public APIs
-(s09 → s14), drops every object half-way and rebuilds them from disk, and writes a
-manifest of boundary checks — a report, never a source of truth.
+(s09 → s14) to follow one decision through every layer, drops every object half-way and
+rebuilds them from disk, and writes a manifest of boundary checks — a report, never a
+source of truth. :class:`Walkthrough` runs it one stage per call (each returns a
+:class:`Stage`); :func:`run_walkthrough` runs it in one call.
 
 Its one rule of its own sits at the seam between s10 and s13:
 :func:`reference_status` says what the workspace, as the artifact's reference owner,
@@ -16,15 +18,21 @@ from labmem.walkthrough.owner import (
     reference_status,
 )
 from labmem.walkthrough.run import (
+    CHECK_MEANINGS,
     CHECKS,
     MANIFEST_NAME,
     OWNERS,
     OWNERSHIP,
+    POLICY,
+    Stage,
+    Walkthrough,
     WalkthroughError,
     WalkthroughResult,
+    home_listing,
     run_walkthrough,
 )
 
-__all__ = ["CHECKS", "DIGEST_MARK", "MANIFEST_NAME", "OWNERS", "OWNERSHIP", "WalkthroughError",
-           "WalkthroughResult", "WorkspaceReferenceOwner", "reference_evidence",
-           "reference_status", "run_walkthrough"]
+__all__ = ["CHECKS", "CHECK_MEANINGS", "DIGEST_MARK", "MANIFEST_NAME", "OWNERS", "OWNERSHIP",
+           "POLICY", "Stage", "Walkthrough", "WalkthroughError", "WalkthroughResult",
+           "WorkspaceReferenceOwner", "home_listing", "reference_evidence", "reference_status",
+           "run_walkthrough"]

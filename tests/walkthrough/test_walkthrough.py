@@ -9,10 +9,21 @@ import pytest
 
 from labmem.artifacts.leases import LeaseJournal, PublicationRejected, RetentionClaim
 from labmem.core.clock import FixedClock
-from labmem.walkthrough import CHECKS, MANIFEST_NAME, WalkthroughError, run_walkthrough
+from labmem.walkthrough import (
+    CHECK_MEANINGS,
+    CHECKS,
+    MANIFEST_NAME,
+    OWNERS,
+    POLICY,
+    Walkthrough,
+    WalkthroughError,
+    home_listing,
+    run_walkthrough,
+)
 from labmem.walkthrough.owner import WorkspaceReferenceOwner
-from labmem.workspace import WorkspaceMemory
+from labmem.workspace import DistillPolicy, WorkspaceMemory
 
+START = "2026-08-01T12:00:00Z"
 STAGES = ["[1] Transcript evidence", "[2] Artifact reference", "[3] Workspace log and distill",
           "[4] User preference dedup and isolation", "[5] Query-scoped recall",
           "[6] Crash-recovered artifact leases and cleanup",
@@ -44,6 +55,7 @@ def test_end_to_end_in_a_subprocess_without_provider_variables(tmp_path):
     text = json.dumps(manifest)
     assert str(tmp_path) not in text  # no absolute paths
     assert "test_case_0001 PASSED" not in json.dumps(manifest["layers"])  # no bodies
+    assert "MongoDB" not in text  # the summarizer's lie is a view, not a report
     assert all((home / f["path"]).is_file() for f in manifest["artifacts"])
 
 
@@ -87,6 +99,106 @@ def test_a_failing_check_is_reported(tmp_path, monkeypatch):
     assert not result.ok and result.failing() == ["sources_verified"]
     assert lines[-1] == "RESULT: FAILED — sources_verified"
     assert json.loads(result.manifest_path.read_text())["checks"]["sources_verified"] is False
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    home = tmp_path_factory.mktemp("walk") / "home"
+    return home, run_walkthrough(home, clock=FixedClock(START), out=lambda line: None)
+
+
+def test_the_checks_say_what_they_prove(finished):
+    _, result = finished
+    assert tuple(result.checks) == CHECKS == tuple(CHECK_MEANINGS)
+    assert all(after in ("restart", "stage 6", "stage 7") and len(proves) > 40
+               for after, proves in CHECK_MEANINGS.values())
+
+
+def test_one_decision_is_followed_through_every_layer(finished):
+    _, result = finished
+    transcript, artifact, workspace, user, remote, _, context = result.stages
+    asked, answer = transcript.details["events"]
+    decision = transcript.details["candidate"]["source"]["source_id"]
+    assert decision == answer["event_id"] and answer["role"] == "assistant"
+    assert decision in workspace.details["curated"][0]["evidence_ids"]
+    assert user.details["source_event_id"] == asked["event_id"]
+    assert remote.details["hit"]["provenance"]["source_id"] == decision
+    kept = artifact.details["reference"]["source_id"]
+    assert workspace.details["outcome_fact"]["source_id"] == kept
+    assert [r["pointer"] for r in context.details["resolutions"]] == [decision, kept]
+    assert {r["status"] for r in context.details["resolutions"]} == {"available"}
+
+
+def test_the_repeat_threshold_is_what_promotes_the_decision(finished):
+    _, result = finished
+    stage = result.stages[2]
+    facts = stage.details["facts"]
+    assert len(facts) == 2 and all(f["importance"] < POLICY.minimum_importance for f in facts)
+    assert len({e for f in facts for e in f["evidence"]}) == POLICY.repeat_threshold == 2
+    assert stage.details["promotion"]["alone"] == [False, False]
+    assert stage.details["promotion"]["together"] is True
+    [entry] = stage.details["curated"]
+    assert entry["occurrences"] == 2 and len(entry["evidence_ids"]) == 2
+
+
+def test_without_the_repeat_nothing_is_curated(tmp_path, monkeypatch):
+    import labmem.walkthrough.run as run
+
+    monkeypatch.setattr(run, "POLICY", DistillPolicy(minimum_age_days=0, repeat_threshold=3))
+    result = run.run_walkthrough(tmp_path / "h", clock=FixedClock(START), out=lambda line: None)
+    assert result.stages[2].details["curated"] == []
+    assert result.failing() == ["workspace_deduplicated"]
+
+
+def test_stage_by_stage_is_the_same_run(finished, tmp_path):
+    _, whole = finished
+    lines = []
+    walk = Walkthrough(tmp_path / "h", clock=FixedClock(START), out=lines.append)
+    stages = [walk.transcript_evidence(), walk.artifact_reference(), walk.workspace_distill(),
+              walk.user_preference(), walk.recall()]
+    restart_checks = walk.restart()
+    stages += [walk.leases_and_cleanup(), walk.compaction()]
+    result = walk.finish()
+    assert tuple(s.line for s in stages) == result.lines == whole.lines == tuple(lines[:7])
+    assert list(restart_checks) == list(CHECKS[:6]) and all(restart_checks.values())
+    assert result.checks == whole.checks and result.ok
+
+
+def test_stages_run_in_order_only(tmp_path):
+    walk = Walkthrough(tmp_path / "h", clock=FixedClock(START), out=lambda line: None)
+    with pytest.raises(WalkthroughError, match="next one is transcript_evidence"):
+        walk.recall()
+    walk.transcript_evidence()
+    with pytest.raises(WalkthroughError, match="next one is artifact_reference"):
+        walk.transcript_evidence()
+    walk.run()
+    with pytest.raises(WalkthroughError, match="run is finished"):
+        walk.run()
+
+
+def test_views_hold_what_the_manifest_leaves_out(finished):
+    home, result = finished
+    pointer = result.stages[1].views["pointer"]
+    assert "test_case_0001 PASSED" in pointer  # the pointer's preview quotes the body
+    context = result.stages[6]
+    after = context.views["messages_after"]
+    assert len(context.views["messages_before"]) == context.details["messages_before"] == 12
+    assert len(after) == context.details["messages_after"] and "MongoDB" in after[0]["content"]
+    assert "Chose SQLite in WAL mode" in context.views["durable_context"]
+    assert "MongoDB" not in context.views["durable_context"]
+    assert context.details["durable_tokens"] > 0
+    assert "MongoDB" not in (home / MANIFEST_NAME).read_text()
+
+
+def test_home_listing_names_each_file_and_its_owner(finished):
+    home, _ = finished
+    listing = home_listing(home)
+    assert [f["path"] for f in listing] == sorted(f["path"] for f in listing)
+    assert {f["owner"] for f in listing} == set(OWNERS.values())  # incl. the manifest
+    assert all(not f["path"].endswith(".lock") and (home / f["path"]).stat().st_size
+               == f["bytes"] for f in listing)
+    manifest = json.loads((home / MANIFEST_NAME).read_text())
+    assert manifest["artifacts"] == [f for f in listing if f["path"] != MANIFEST_NAME]
 
 
 # -- the workspace as a ReferenceOwner --------------------------------------------------
