@@ -4,47 +4,52 @@ LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0) is read in place from
 ``../shared/data/locomo/locomo10.json`` (seen from the repo root) and never copied into
 the project; when the file is absent this script says so and exits 0.
 
-How the data becomes labmem records — one conversation is one user scope (its own store
-in a temporary directory), one turn is one conversation record:
+How the data becomes labmem records (issue 16's mapping, so that independent checks
+agree) — one conversation is one user scope and one store; one turn is one conversation
+record, appended in conversation order:
 
-* ``memory_id``   — the turn's ``dia_id`` made id-safe (``D3:12`` is already valid);
-* ``content``     — ``"<speaker>: <text>"``;
-* ``title``       — the speaker's name. The source title is searchable, but the name is
-  already in the content, so the title adds no term a turn did not have;
-* ``summary``     — ``""`` by default. ``--captions`` puts ``"shared a photo:
-  <blip_caption>"`` there when the turn shared an image (1,226 of 5,882 turns). The
-  caption is machine-written ("a photo of a person holding a dog") and, measured, it
-  does not help: every BM25 row loses 0.004–0.008 any@10 (categories 1–4) with it,
-  so it stays out;
-* ``captured_at`` — the session's ``date_time`` (e.g. "1:56 pm on 8 May, 2023") read as
-  UTC; every turn of a session shares it. Queries are asked ``as_of`` the conversation's
-  last session, so recency favours later sessions.
+* ``memory_id``   — the turn's ``dia_id`` (``D3:12``);
+* ``content``     — the turn's text, with `` [image: <blip_caption>]`` appended when the
+  turn shared an image;
+* ``summary``     — the first 200 characters of the content;
+* ``source``      — ``MemorySource(f"{sample_id}:{dia_id}", "locomo_turn", <speaker>,
+  <the session's date_time, e.g. "1:56 pm on 8 May, 2023", read as UTC>)``, so a
+  record's thread (its source id up to the last ``:``) is its session;
+* queries are the question text, asked ``as_of`` the conversation's last session, with
+  ``limit=10``;
+* evidence: each evidence entry is split on ``;`` and whitespace, each part stripped; a
+  few entries hold two ids, a few ids match no turn (counted and dropped). A question
+  whose evidence is empty, or all unresolvable, is counted and not scored.
 
-Evidence ids: an evidence string holding several ids (``"D8:6; D9:17"``) is split on
-``;``, ``,`` and spaces; ids that still match no turn are counted and dropped. A question
-whose evidence is empty, or all unresolvable, is counted and not scored.
+Metrics, per question, from each engine's top 10: any-evidence recall@k (1 if any
+evidence turn is in the top k; LoCoMo's usual "recall@k") for k = 1, 5, 10, and
+full-evidence recall@10 (every evidence turn in the top 10). The overall row is
+categories 1–4 (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop); category 5
+(adversarial) is reported apart.
 
-Metrics, per question, from each engine's top 10 (labmem's largest ``limit``):
-any-evidence recall@k (1 if any evidence turn is in the top k; LoCoMo's usual "recall@k")
-for k = 1, 5, 10, and full-evidence recall@10 (every evidence turn in the top 10). The
-overall row is categories 1–4 (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, as
-most published work reads them); category 5 (adversarial) is reported apart.
+Splits: the contextual scorer's weights were tuned on the **even-indexed** conversations
+(0, 2, 4, 6, 8 in file order) and the labeled set's tune split only
+(``bench/tune_contextual.py``); every figure is reported on the **odd-indexed** half
+(1, 3, 5, 7, 9, held out), the even half and all ten, with every peer in the same run.
 
-Engines: labmem's ``RecallEngine`` with each scorer (teaching, bm25, hybrid), and peers
-restricted to the same conversation and given the same searchable text (source title,
-summary, content) as **labmem's tokens** (ASCII words and CJK bigrams, no stop words):
-``rank_bm25.BM25Okapi``, ``bm25s`` and SQLite FTS5 ranked by ``bm25()``. One more row,
-"bm25s (own tokenizer, English stopwords)", indexes the same text with bm25s's standard
-tokenizer (``\\w\\w+``, lower-cased, English stop words removed), so the reader sees what
-tokenization alone changes; a last row adds the Snowball stemmer (PyStemmer), so the reader
-sees what stemming changes (labmem's tokenizer does not stem). Peers return only records
-sharing a term with the question (score > 0), as labmem does. Latency is per question,
-p50, in µs, for this machine only.
+Engines: labmem's ``RecallEngine`` with each scorer (teaching, bm25, hybrid, contextual;
+the contextual one also over a SQLite store, which must rank identically), and the
+peers, each given the record's searchable text (source title, summary, content):
+``rank_bm25.BM25Okapi``, ``bm25s`` and SQLite FTS5 ``bm25()`` on labmem's plain terms;
+SQLite FTS5 with its own ``porter`` tokenizer (the question's words OR-ed); ``bm25s`` with
+its own tokenizer and English stop words, and with the Snowball stemmer too. Peers return
+only records sharing a term with the question (score > 0), as labmem does. Latency is
+per question, p50, in µs, this machine only.
+
+The ablation adds the contextual scorer's steps one at a time, from plain BM25 (which
+the contextual scorer reproduces exactly with plain terms, b = 0.75 and the title
+counted with the text) to the full scorer, and reports each step's gain on the held-out
+half; a second table measures each step alone on top of plain BM25.
 
 Run it::
 
-    python bench/locomo_eval.py                       # all 10 conversations, ~15 s
-    python bench/locomo_eval.py --limit-conversations 1 --out /tmp/locomo
+    python bench/locomo_eval.py                       # all 10 conversations, ~1 minute
+    python bench/locomo_eval.py --limit-conversations 2 --out /tmp/locomo
 
 It writes ``locomo_eval.md``, ``locomo_eval.json`` and ``locomo_eval.png`` to ``--out``
 (default ``bench/results/``).
@@ -61,7 +66,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -73,9 +78,14 @@ from labmem.core.metrics import any_hit_at_k, full_hit_at_k
 from labmem.core.provenance import MemorySource
 from labmem.core.text import term_frequencies
 from labmem.recall import (
+    BM25_B,
+    BM25_K1,
+    ContextualScorer,
+    EnglishAnalyzer,
     MemoryKind,
     RecallEngine,
     RemoteMemoryStore,
+    SqliteMemoryStore,
     StoredMemory,
     record_terms,
 )
@@ -86,12 +96,70 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
 SCORED_CATEGORIES = (1, 2, 3, 4)
 TOP_K = 10
 KS = (1, 5, 10)
-LABMEM_SCORERS = ("teaching", "bm25", "hybrid")
-PEERS = ("rank_bm25 BM25Okapi", "bm25s", "SQLite FTS5 bm25")
-OWN_TOKENIZER = "bm25s (own tokenizer, English stopwords)"
-STEMMED = "bm25s (own tokenizer, stopwords, Snowball stemmer)"
-_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
-_EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
+SUMMARY_CHARS = 200
+SPLITS = {"odd": "odd half (1, 3, 5, 7, 9: held out)",
+          "even": "even half (0, 2, 4, 6, 8: tuned on)", "all": "all ten"}
+LABMEM_SCORERS = ("teaching", "bm25", "hybrid", "contextual")
+CONTEXTUAL = "labmem contextual"
+CONTEXTUAL_SQLITE = "labmem contextual (SQLite)"
+PEERS = ("rank_bm25 BM25Okapi", "bm25s", "SQLite FTS5 bm25", "SQLite FTS5 porter",
+         "bm25s (own tokenizer, English stopwords)",
+         "bm25s (own tokenizer, stopwords, Snowball stemmer)")
+FTS5 = "SQLite FTS5 bm25"
+FTS5_PORTER = "SQLite FTS5 porter"
+# the lexical peers the contextual scorer is held against (issue 16): FTS5 with the porter
+# tokenizer, bm25s with a stemmer, rank_bm25
+TARGET_PEERS = ("SQLite FTS5 porter", "bm25s (own tokenizer, stopwords, Snowball stemmer)",
+                "rank_bm25 BM25Okapi")
+_EVIDENCE_SPLIT = re.compile(r"[;\s]+")
+_WORD = re.compile(r"\w+")
+
+# -- the ablation: the contextual scorer's steps, from plain BM25 to the full scorer ------
+
+FINAL = ContextualScorer()
+PLAIN_BM25 = ContextualScorer(analyzer="plain", k1=BM25_K1, b=BM25_B, title=1.0, date=0.0,
+                              previous=0.0, next=0.0, thread=0.0)
+
+
+def ladder() -> list[tuple[str, ContextualScorer]]:
+    """Each step adds one thing to the one before; the last is the tuned default."""
+    steps = [("BM25, plain terms (= labmem bm25)", PLAIN_BM25)]
+    steps.append(("+ stop words and Snowball stemming",
+                  replace(steps[-1][1], analyzer=FINAL.analyzer)))
+    steps.append((f"+ b = {FINAL.b:g} (no length normalization)",
+                  replace(steps[-1][1], b=FINAL.b)))
+    steps.append((f"+ k1 = {FINAL.k1:g} (term-frequency saturation)",
+                  replace(steps[-1][1], k1=FINAL.k1)))
+    steps.append((f"+ title {FINAL.title:g} and date {FINAL.date:g} as fields",
+                  replace(steps[-1][1], title=FINAL.title, date=FINAL.date)))
+    steps.append((f"+ neighbours: previous {FINAL.previous:g}, next {FINAL.next:g}",
+                  replace(steps[-1][1], previous=FINAL.previous, next=FINAL.next)))
+    steps.append((f"+ thread score × {FINAL.thread:g}", replace(steps[-1][1], thread=FINAL.thread)))
+    return steps
+
+
+def alone() -> list[tuple[str, ContextualScorer]]:
+    """Each step (and each half of the analyzer step) alone, on top of plain BM25."""
+    base = PLAIN_BM25
+    return [
+        ("stemming only (no stop words)",
+         replace(base, analyzer=EnglishAnalyzer(stop_words=frozenset()))),
+        ("stop words only (no stemming)", replace(base, analyzer=EnglishAnalyzer(stem=False))),
+        ("a 33-word stop list (Lucene's) + stemming",
+         replace(base, analyzer=EnglishAnalyzer(stop_words=LUCENE_STOP_WORDS))),
+        ("stop words and stemming", replace(base, analyzer=FINAL.analyzer)),
+        (f"b = {FINAL.b:g}", replace(base, b=FINAL.b)),
+        (f"k1 = {FINAL.k1:g}", replace(base, k1=FINAL.k1)),
+        ("title and date as fields", replace(base, title=FINAL.title, date=FINAL.date)),
+        ("neighbours", replace(base, previous=FINAL.previous, next=FINAL.next)),
+        ("thread score", replace(base, thread=FINAL.thread)),
+    ]
+
+
+# Lucene's (and bm25s's) English stop list: the "33-word list" of issue 16.
+LUCENE_STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split())
 
 
 # -- reading LoCoMo ------------------------------------------------------------------
@@ -99,7 +167,7 @@ _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
 
 @dataclass(frozen=True)
 class Turn:
-    memory_id: str
+    dia_id: str
     speaker: str
     text: str
     caption: str
@@ -111,22 +179,18 @@ class Question:
     number: int
     text: str
     category: int
-    gold: tuple[str, ...]  # resolvable evidence ids, as memory ids
+    gold: tuple[str, ...]  # resolvable evidence ids (memory ids)
     unresolved: tuple[str, ...]  # evidence ids that match no turn
     had_evidence: bool
 
 
 @dataclass(frozen=True)
 class Conversation:
+    index: int  # position in the file: even ones are tuned on, odd ones held out
     sample_id: str
     turns: tuple[Turn, ...]
     questions: tuple[Question, ...]
     as_of: datetime
-
-
-def memory_id_of(dia_id: str) -> str:
-    """A LoCoMo ``dia_id`` as a labmem memory id (``D3:12`` is already one)."""
-    return _ID_UNSAFE.sub("_", dia_id.strip())
 
 
 def parse_session_time(text: str) -> datetime:
@@ -135,46 +199,72 @@ def parse_session_time(text: str) -> datetime:
 
 
 def evidence_ids(evidence: Sequence[str]) -> list[str]:
-    """Every id in an evidence list; one string may hold several (``"D8:6; D9:17"``)."""
-    return [part for item in evidence for part in _EVIDENCE_SPLIT.split(item) if part]
+    """Every id in an evidence list; one entry may hold several (``"D8:6; D9:17"``)."""
+    return [part.strip() for item in evidence for part in _EVIDENCE_SPLIT.split(item)
+            if part.strip()]
 
 
-def read_conversation(raw: dict) -> Conversation:
+def read_conversation(index: int, raw: dict) -> Conversation:
     conv = raw["conversation"]
     sessions = sorted((int(m.group(1)), key) for key in conv
                       if (m := re.fullmatch(r"session_(\d+)", key)) and conv[key])
     turns = []
     for number, key in sessions:
         at = parse_session_time(conv[f"session_{number}_date_time"])
-        turns += [Turn(memory_id_of(t["dia_id"]), t["speaker"], t["text"],
-                       t.get("blip_caption") or "", at) for t in conv[key]]
-    known = {t.memory_id for t in turns}
+        turns += [Turn(t["dia_id"], t["speaker"], t["text"], t.get("blip_caption") or "", at)
+                  for t in conv[key]]
+    known = {t.dia_id for t in turns}
     questions = []
     for number, qa in enumerate(raw["qa"]):
-        ids = [memory_id_of(e) for e in evidence_ids(qa.get("evidence", []))]
+        ids = evidence_ids(qa.get("evidence", []))
         questions.append(Question(
             number=number, text=qa["question"], category=int(qa["category"]),
             gold=tuple(dict.fromkeys(i for i in ids if i in known)),
             unresolved=tuple(i for i in ids if i not in known),
             had_evidence=bool(qa.get("evidence")),
         ))
-    return Conversation(raw["sample_id"], tuple(turns), tuple(questions),
+    return Conversation(index, raw["sample_id"], tuple(turns), tuple(questions),
                         max(t.captured_at for t in turns))
 
 
-# -- the labmem side -----------------------------------------------------------------
+def turn_content(turn: Turn) -> str:
+    return f"{turn.text} [image: {turn.caption}]" if turn.caption else turn.text
 
 
-def draft_of(turn: Turn, *, captions: bool) -> dict:
-    summary = f"shared a photo: {turn.caption}" if captions and turn.caption else ""
+def draft_of(sample_id: str, turn: Turn) -> dict:
+    """Issue 16's record mapping of one turn."""
+    content = turn_content(turn)
     return {
         "kind": MemoryKind.CONVERSATION,
-        "content": f"{turn.speaker}: {turn.text}",
-        "summary": summary,
-        "source": MemorySource(f"locomo:{turn.memory_id}", "conversation_turn",
-                               turn.speaker, turn.captured_at),
-        "memory_id": turn.memory_id,
+        "content": content,
+        "summary": content[:SUMMARY_CHARS],
+        "source": MemorySource(f"{sample_id}:{turn.dia_id}", "locomo_turn", turn.speaker,
+                               turn.captured_at),
+        "memory_id": turn.dia_id,
     }
+
+
+def load_conversations(path: Path, limit: int | None = None) -> tuple[list, list[Conversation]]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if limit is not None:
+        raw = raw[:limit]
+    return raw, [read_conversation(i, r) for i, r in enumerate(raw)]
+
+
+def open_store(conv: Conversation, workdir: Path, backend: str = "jsonl"):
+    """One conversation as one user's store, its turns appended in conversation order."""
+    clock = FixedClock(conv.as_of)
+    if backend == "sqlite":
+        store = SqliteMemoryStore(workdir / f"{conv.sample_id}.sqlite", user_id=conv.sample_id,
+                                  clock=clock)
+    else:
+        store = RemoteMemoryStore(workdir / f"{conv.sample_id}.jsonl", user_id=conv.sample_id,
+                                  clock=clock)
+    store.append_many([draft_of(conv.sample_id, t) for t in conv.turns])
+    return store
+
+
+# -- the labmem side -----------------------------------------------------------------
 
 
 def labmem_ranker(engine: RecallEngine, as_of: datetime) -> Callable[[str], list[str]]:
@@ -191,7 +281,7 @@ def labmem_ranker(engine: RecallEngine, as_of: datetime) -> Callable[[str], list
 
 
 def labmem_tokens(text: str) -> list[str]:
-    """labmem's terms as a token list (bag of words: order does not matter to BM25)."""
+    """labmem's plain terms as a token list (bag of words: order does not matter to BM25)."""
     return list(term_frequencies(text).elements())
 
 
@@ -233,24 +323,27 @@ def bm25s_own_tokens(text: str, stemmer=None) -> list[str]:
 
 def snowball_tokens() -> Callable[[str], list[str]]:
     """bm25s's tokenizer with English stop words and the Snowball (Porter 2) stemmer."""
-    import Stemmer  # PyStemmer, from the bench extra
+    import Stemmer  # PyStemmer
 
     stemmer = Stemmer.Stemmer("english")
     return lambda text: bm25s_own_tokens(text, stemmer)
 
 
-def fts5_ranker(docs: list[list[str]], ids: list[str]):
+def fts5_ranker(texts: list[str], ids: list[str], *, porter: bool):
+    """SQLite FTS5 ranked by ``bm25()``: over labmem's terms (unicode61), or over the raw
+    text with FTS5's own ``porter`` tokenizer, the question's words OR-ed."""
     db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE fts USING fts5(memory_id UNINDEXED, terms, "
-               "tokenize='unicode61')")
-    db.executemany("INSERT INTO fts VALUES (?, ?)",
-                   ((i, " ".join(d)) for i, d in zip(ids, docs, strict=True)))
+    tokenizer = "porter unicode61" if porter else "unicode61"
+    db.execute("CREATE VIRTUAL TABLE fts USING fts5(memory_id UNINDEXED, body, "
+               f"tokenize='{tokenizer}')")
+    db.executemany("INSERT INTO fts VALUES (?, ?)", zip(ids, texts, strict=True))
 
     def rank(question: str) -> list[str]:
-        terms = sorted(set(labmem_tokens(question)))
-        if not terms:
+        words = (sorted(set(_WORD.findall(question.lower()))) if porter
+                 else sorted(set(labmem_tokens(question))))
+        if not words:
             return []
-        match = " OR ".join(f'"{t}"' for t in terms)
+        match = " OR ".join(f'"{w}"' for w in words)
         rows = db.execute("SELECT memory_id FROM fts WHERE fts MATCH ? "
                           "ORDER BY bm25(fts), rowid LIMIT ?", (match, TOP_K))
         return [row[0] for row in rows]
@@ -258,31 +351,56 @@ def fts5_ranker(docs: list[list[str]], ids: list[str]):
 
 
 def searchable_text(record: StoredMemory) -> str:
-    """Exactly what labmem searches (:func:`labmem.recall.pipeline.record_terms`' input)."""
+    """Exactly what labmem searches (:func:`labmem.recall.index.record_terms`' input)."""
     return "\n".join((record.source.title, record.summary, record.content))
+
+
+def peer_rankers(records: Sequence[StoredMemory]) -> dict[str, Callable[[str], list[str]]]:
+    ids = [r.memory_id for r in records]
+    docs = [list(record_terms(r).elements()) for r in records]
+    texts = [searchable_text(r) for r in records]
+    stemmed = snowball_tokens()
+    return {
+        PEERS[0]: rank_bm25_ranker(docs, ids),
+        PEERS[1]: bm25s_ranker(docs, ids, labmem_tokens),
+        PEERS[2]: fts5_ranker([" ".join(d) for d in docs], ids, porter=False),
+        PEERS[3]: fts5_ranker(texts, ids, porter=True),
+        PEERS[4]: bm25s_ranker([bm25s_own_tokens(t) for t in texts], ids, bm25s_own_tokens),
+        PEERS[5]: bm25s_ranker([stemmed(t) for t in texts], ids, stemmed),
+    }
 
 
 # -- one conversation ----------------------------------------------------------------
 
 
-def evaluate_conversation(conv: Conversation, workdir: Path, *, captions: bool) -> list[dict]:
+def ablation_names() -> list[str]:
+    return [f"ladder: {name}" for name, _ in ladder()] + [f"alone: {n}" for n, _ in alone()]
+
+
+def engine_names() -> list[str]:
+    return [f"labmem {s}" for s in LABMEM_SCORERS] + [CONTEXTUAL_SQLITE] + list(PEERS)
+
+
+def evaluate_conversation(conv: Conversation, workdir: Path, *,
+                          ablation: bool = True) -> list[dict]:
     """One row per (engine, scored question): hits, metrics and latency."""
-    store = RemoteMemoryStore(workdir / f"{conv.sample_id}.jsonl", user_id=conv.sample_id,
-                              clock=FixedClock(conv.as_of))
-    records = store.append_many([draft_of(t, captions=captions) for t in conv.turns])
-    ids = [r.memory_id for r in records]
-    docs = [list(record_terms(r).elements()) for r in records]
+    store = open_store(conv, workdir)
+    sqlite_store = open_store(conv, workdir, "sqlite")
+    records = store.read_all()
     rankers: dict[str, Callable[[str], list[str]]] = {
         f"labmem {name}": labmem_ranker(RecallEngine(store, scorer=name), conv.as_of)
         for name in LABMEM_SCORERS
     }
-    rankers[PEERS[0]] = rank_bm25_ranker(docs, ids)
-    rankers[PEERS[1]] = bm25s_ranker(docs, ids, labmem_tokens)
-    rankers[PEERS[2]] = fts5_ranker(docs, ids)
-    own = [bm25s_own_tokens(searchable_text(r)) for r in records]
-    rankers[OWN_TOKENIZER] = bm25s_ranker(own, ids, bm25s_own_tokens)
-    stemmed = snowball_tokens()
-    rankers[STEMMED] = bm25s_ranker([stemmed(searchable_text(r)) for r in records], ids, stemmed)
+    rankers[CONTEXTUAL_SQLITE] = labmem_ranker(
+        RecallEngine(sqlite_store, scorer="contextual"), conv.as_of)
+    rankers |= peer_rankers(records)
+    if ablation:
+        shared = RecallEngine(store, scorer=PLAIN_BM25)  # one index for every variant
+        for name, scorer in [*(("ladder: " + n, s) for n, s in ladder()),
+                             *(("alone: " + n, s) for n, s in alone())]:
+            engine = RecallEngine(store, scorer=scorer)
+            engine.index = shared.index
+            rankers[name] = labmem_ranker(engine, conv.as_of)
     rows = []
     for question in conv.questions:
         if not question.gold:
@@ -291,12 +409,13 @@ def evaluate_conversation(conv: Conversation, workdir: Path, *, captions: bool) 
             start = time.perf_counter()
             ranked = rank(question.text)
             seconds = time.perf_counter() - start
-            row = {"engine": engine, "conversation": conv.sample_id,
+            row = {"engine": engine, "conversation": conv.sample_id, "index": conv.index,
                    "question": question.number, "category": question.category,
-                   "seconds": seconds}
+                   "seconds": seconds, "ranked": ranked}
             row |= {f"any@{k}": any_hit_at_k(ranked, question.gold, k) for k in KS}
             row["full@10"] = full_hit_at_k(ranked, question.gold, TOP_K)
             rows.append(row)
+    sqlite_store.close()
     return rows
 
 
@@ -305,11 +424,15 @@ def evaluate_conversation(conv: Conversation, workdir: Path, *, captions: bool) 
 METRICS = ("any@1", "any@5", "any@10", "full@10")
 
 
-def summarize(rows: list[dict], engines: Sequence[str]) -> dict:
+def in_split(row: dict, split: str) -> bool:
+    return split == "all" or (row["index"] % 2 == 1) == (split == "odd")
+
+
+def summarize(rows: list[dict], engines: Sequence[str], split: str = "all") -> dict:
     """Per engine: overall (categories 1–4), each category, and p50 latency."""
     out = {}
     for engine in engines:
-        mine = [r for r in rows if r["engine"] == engine]
+        mine = [r for r in rows if r["engine"] == engine and in_split(r, split)]
         groups = {"overall (1-4)": [r for r in mine if r["category"] in SCORED_CATEGORIES]}
         for cat, name in CATEGORIES.items():
             groups[f"{cat} {name}"] = [r for r in mine if r["category"] == cat]
@@ -323,12 +446,26 @@ def summarize(rows: list[dict], engines: Sequence[str]) -> dict:
     return out
 
 
+def backends_agree(rows: list[dict]) -> dict:
+    """Did the JSONL and SQLite contextual engines return the same ranking everywhere?"""
+    jsonl = {(r["conversation"], r["question"]): r["ranked"] for r in rows
+             if r["engine"] == CONTEXTUAL}
+    sqlite = {(r["conversation"], r["question"]): r["ranked"] for r in rows
+              if r["engine"] == CONTEXTUAL_SQLITE}
+    differ = sum(1 for key, ranked in jsonl.items() if sqlite.get(key) != ranked)
+    return {"questions": len(jsonl), "rankings_that_differ": differ}
+
+
+def fmt_metric(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
 def markdown_table(summary: dict, group: str) -> list[str]:
     lines = [f"| engine | questions | {' | '.join(METRICS)} | p50 µs |",
              "|---|---:|" + "---:|" * (len(METRICS) + 1)]
     for engine, groups in summary.items():
         g = groups[group]
-        cells = " | ".join("–" if g[m] is None else f"{g[m]:.3f}" for m in METRICS)
+        cells = " | ".join(fmt_metric(g[m]) for m in METRICS)
         lines.append(f"| {engine} | {g['questions']} | {cells} | {groups['p50_us']:,.0f} |")
     return lines
 
@@ -337,72 +474,143 @@ def category_table(summary: dict, metric: str) -> list[str]:
     groups = ["overall (1-4)"] + [f"{c} {n}" for c, n in CATEGORIES.items()]
     lines = [f"| engine | {' | '.join(groups)} |", "|---|" + "---:|" * len(groups)]
     for engine, per in summary.items():
-        cells = " | ".join("–" if per[g][metric] is None else f"{per[g][metric]:.3f}"
-                           for g in groups)
+        cells = " | ".join(fmt_metric(per[g][metric]) for g in groups)
         lines.append(f"| {engine} | {cells} |")
+    return lines
+
+
+def any10(summary: dict, engine: str) -> float:
+    return summary[engine]["overall (1-4)"]["any@10"]
+
+
+def ablation_table(ablations: dict, names: Sequence[str], *, cumulative: bool) -> list[str]:
+    """any@10 (categories 1–4) per split; the gain over the row before (ladder) or over
+    plain BM25 (alone), on the held-out odd half."""
+    base_name = "ladder: " + ladder()[0][0]
+    lines = ["| step | odd any@10 | gain (odd) | even any@10 | all any@10 |",
+             "|---|---:|---:|---:|---:|"]
+    previous = ablations["odd"][base_name]["overall (1-4)"]["any@10"]
+    base = previous
+    if not cumulative:
+        lines.append(f"| plain BM25 | {base:.3f} | — | "
+                     f"{any10(ablations['even'], base_name):.3f} | "
+                     f"{any10(ablations['all'], base_name):.3f} |")
+    for i, name in enumerate(names):
+        odd = any10(ablations["odd"], name)
+        gain = "—" if cumulative and i == 0 else f"{odd - (previous if cumulative else base):+.3f}"
+        label = name.split(": ", 1)[1]
+        lines.append(f"| {label} | {odd:.3f} | {gain} | {any10(ablations['even'], name):.3f} | "
+                     f"{any10(ablations['all'], name):.3f} |")
+        previous = odd
+    return lines
+
+
+def targets(summaries: dict) -> list[str]:
+    lines = ["| target (issue 16) | odd half | all ten | met |", "|---|---:|---:|:---:|"]
+    odd, full = summaries["odd"], summaries["all"]
+    ok = any10(odd, CONTEXTUAL) >= 0.80 and any10(full, CONTEXTUAL) >= 0.80
+    lines.append(f"| contextual any@10 ≥ 0.80 | {any10(odd, CONTEXTUAL):.3f} | "
+                 f"{any10(full, CONTEXTUAL):.3f} | {'yes' if ok else 'no'} |")
+    for peer in TARGET_PEERS:
+        d_odd = any10(odd, CONTEXTUAL) - any10(odd, peer)
+        d_all = any10(full, CONTEXTUAL) - any10(full, peer)
+        ok = d_odd >= 0.15 and d_all >= 0.15
+        lines.append(f"| ≥ 0.15 above {peer} | {d_odd:+.3f} | {d_all:+.3f} | "
+                     f"{'yes' if ok else 'no'} |")
+    for peer in (FTS5_PORTER, FTS5):
+        r_odd = odd[CONTEXTUAL]["p50_us"] / odd[peer]["p50_us"]
+        r_all = full[CONTEXTUAL]["p50_us"] / full[peer]["p50_us"]
+        ok = r_odd <= 2 and r_all <= 2
+        lines.append(f"| p50 ≤ 2 × {peer}'s | ×{r_odd:.2f} | ×{r_all:.2f} | "
+                     f"{'yes' if ok else 'no'} |")
     return lines
 
 
 def render_markdown(report: dict) -> str:
     facts = report["data"]
-    summary = report["engines"]
     lines = [
         "# LoCoMo evidence recall (bench/locomo_eval.py)", "",
         f"Data: `locomo10.json` sha256 `{facts['sha256']}`; {facts['conversations']} "
-        f"conversations, {facts['turns']:,} turns, {facts['questions']:,} questions "
+        f"conversations, {facts['turns']:,} turns ({facts['captioned_turns']:,} with an image "
+        f"caption, appended to the content), {facts['questions']:,} questions "
         f"({facts['scored_questions']:,} scored, of which {facts['scored_1_4']:,} in "
-        f"categories 1–4). Evidence ids matching no turn: {facts['unresolvable_evidence_ids']} "
-        f"(raw strings: {facts['unresolvable_raw_evidence']}); questions without evidence: "
-        f"{facts['questions_without_evidence']}; with evidence but none resolvable: "
-        f"{facts['questions_all_unresolvable']}. Image captions in the summary: "
-        f"{'yes' if report['settings']['captions'] else 'no'}.", "",
-        "Each engine searches one conversation's turns (one user scope) and returns its top 10. "
-        "`any@k` = share of questions with at least one evidence turn in the top k; "
-        "`full@10` = every evidence turn in the top 10. Peers see labmem's tokens (ASCII "
-        "words and CJK bigrams, no stop words) except the last two rows, which use bm25s's own "
-        "tokenizer with English stop words, the last one also the Snowball stemmer. "
-        "Latency: per question, p50, this machine only.",
-        "", "## Overall (categories 1–4)", "",
-        *markdown_table(summary, "overall (1-4)"),
-        "", "## Category 5 (adversarial; reported apart)", "",
-        *markdown_table(summary, "5 adversarial"),
-        "", "## any@10 per category", "", *category_table(summary, "any@10"),
-        "", "## full@10 per category", "", *category_table(summary, "full@10"), "",
+        f"categories 1–4). Evidence ids matching no turn: {facts['unresolvable_evidence_ids']}; "
+        f"questions without evidence: {facts['questions_without_evidence']}; with evidence "
+        f"but none resolvable: {facts['questions_all_unresolvable']}.", "",
+        "Each engine searches one conversation's turns (one user scope) and returns its top "
+        "10. `any@k` = share of questions with at least one evidence turn in the top k; "
+        "`full@10` = every evidence turn in the top 10. The contextual scorer was tuned on "
+        "the even half and the labeled set's tune split only (bench/tune_contextual.py); "
+        "the odd half is held out. Latency: per question, p50, this machine only.", "",
+        f"The JSONL and SQLite contextual engines returned the same ranking for "
+        f"{report['backends']['questions'] - report['backends']['rankings_that_differ']} of "
+        f"{report['backends']['questions']} questions.", "",
     ]
+    if set(report["splits"]) == set(SPLITS):  # both halves present (not a smoke run)
+        ladder_names = [n for n in report["ablation"]["odd"] if n.startswith("ladder: ")]
+        alone_names = [n for n in report["ablation"]["odd"] if n.startswith("alone: ")]
+        lines += [
+            "## Targets", "", *targets(report["splits"]), "",
+            "## Ablation: each step's gain on the held-out odd half (any@10, categories 1–4)",
+            "", *ablation_table(report["ablation"], ladder_names, cumulative=True), "",
+            "Each step alone, on top of plain BM25:", "",
+            *ablation_table(report["ablation"], alone_names, cumulative=False), "",
+        ]
+    for split, title in SPLITS.items():
+        if split not in report["splits"]:
+            continue
+        summary = report["splits"][split]
+        lines += [
+            f"## {title[0].upper() + title[1:]}", "",
+            "Overall (categories 1–4):", "", *markdown_table(summary, "overall (1-4)"), "",
+            "Category 5 (adversarial; reported apart):", "",
+            *markdown_table(summary, "5 adversarial"), "",
+            "any@10 per category:", "", *category_table(summary, "any@10"), "",
+        ]
+    lines += ["## full@10 per category (all conversations run)", "",
+              *category_table(report["splits"]["all"], "full@10"), ""]
     return "\n".join(lines)
 
 
-def plot(summary: dict, path: Path) -> None:
+def plot(report: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    groups = ["overall (1-4)"] + [f"{c} {n}" for c, n in CATEGORIES.items()]
-    engines = list(summary)
-    width = 0.8 / len(engines)
-    fig, ax = plt.subplots(figsize=(11, 4.5))
-    x = np.arange(len(groups))
-    for i, engine in enumerate(engines):
-        values = [summary[engine][g]["any@10"] or 0.0 for g in groups]
-        ax.bar(x + (i - (len(engines) - 1) / 2) * width, values, width, label=engine)
-    ax.set_xticks(x, groups)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("any-evidence recall@10")
-    ax.set_title("LoCoMo: share of questions with an evidence turn in the top 10")
-    ax.legend(fontsize=8, ncol=2, loc="upper right")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8),
+                                      gridspec_kw={"width_ratios": [1.2, 1]})
+    shown = [s for s in ("odd", "all") if s in report["splits"]]
+    engines = list(report["splits"]["all"])
+    x = np.arange(len(engines))
+    width = 0.8 / len(shown)
+    for i, split in enumerate(shown):
+        values = [any10(report["splits"][split], e) for e in engines]
+        left.bar(x + (i - (len(shown) - 1) / 2) * width, values, width, label=SPLITS[split])
+    left.set_xticks(x, engines, rotation=40, ha="right", fontsize=7)
+    left.set_ylim(0, 1)
+    left.set_ylabel("any-evidence recall@10 (categories 1–4)")
+    left.set_title("labmem and peers, same run")
+    left.legend(fontsize=8)
+    held_out = "odd" if "odd" in report["ablation"] else "all"
+    steps = [n for n in report["ablation"][held_out] if n.startswith("ladder: ")]
+    values = [any10(report["ablation"][held_out], n) for n in steps]
+    right.plot(range(len(steps)), values, marker="o")
+    for i, v in enumerate(values):
+        right.annotate(f"{v:.3f}", (i, v), textcoords="offset points", xytext=(0, 6),
+                       ha="center", fontsize=7)
+    right.set_xticks(range(len(steps)), [n.split(": ", 1)[1] for n in steps], rotation=40,
+                     ha="right", fontsize=7)
+    right.set_ylim(min(values) - 0.05, min(1.0, max(values) + 0.05))
+    right.set_title(f"ablation on the {SPLITS[held_out].split(' (')[0]}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def data_facts(path: Path, raw: list, conversations: list[Conversation]) -> dict:
+def data_facts(path: Path, conversations: list[Conversation]) -> dict:
     questions = [q for c in conversations for q in c.questions]
-    known = {(c.sample_id, t.memory_id) for c in conversations for t in c.turns}
-    raw_unresolvable = sum(
-        1 for r in raw for qa in r["qa"] for e in qa.get("evidence", [])
-        if (r["sample_id"], e) not in known)
     return {
         "file": path.name,
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -412,7 +620,6 @@ def data_facts(path: Path, raw: list, conversations: list[Conversation]) -> dict
         "scored_questions": sum(1 for q in questions if q.gold),
         "scored_1_4": sum(1 for q in questions if q.gold and q.category in SCORED_CATEGORIES),
         "unresolvable_evidence_ids": sum(len(q.unresolved) for q in questions),
-        "unresolvable_raw_evidence": raw_unresolvable,
         "questions_without_evidence": sum(1 for q in questions if not q.had_evidence),
         "questions_all_unresolvable": sum(1 for q in questions if q.had_evidence and not q.gold),
         "captioned_turns": sum(1 for c in conversations for t in c.turns if t.caption),
@@ -424,8 +631,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--data", type=Path, default=DATA_PATH)
     parser.add_argument("--limit-conversations", type=int, default=None)
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--captions", action="store_true",
-                        help="put each shared image's blip_caption in the record's summary")
     return parser.parse_args(argv)
 
 
@@ -435,31 +640,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"LoCoMo data not found at ../shared/data/locomo/{args.data.name}; "
               "nothing to evaluate (this is not an error).")
         return 0
-    raw = json.loads(args.data.read_text(encoding="utf-8"))
-    if args.limit_conversations is not None:
-        raw = raw[:args.limit_conversations]
-    conversations = [read_conversation(r) for r in raw]
-    captions = args.captions
+    _, conversations = load_conversations(args.data, args.limit_conversations)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
         for conv in conversations:
             progress(f"{conv.sample_id}: {len(conv.turns)} turns, "
                      f"{len(conv.questions)} questions")
-            rows += evaluate_conversation(conv, Path(tmp), captions=captions)
-    engines = [f"labmem {s}" for s in LABMEM_SCORERS] + list(PEERS) + [OWN_TOKENIZER, STEMMED]
+            rows += evaluate_conversation(conv, Path(tmp))
+    engines = engine_names()
+    present = [s for s in SPLITS if any(in_split(r, s) for r in rows)]
     report = {
-        "data": data_facts(args.data, raw, conversations),
-        "settings": {"captions": captions, "top_k": TOP_K, "ks": list(KS),
+        "data": data_facts(args.data, conversations),
+        "settings": {"top_k": TOP_K, "ks": list(KS), "summary_chars": SUMMARY_CHARS,
                      "categories": {str(k): v for k, v in CATEGORIES.items()},
-                     "overall_categories": list(SCORED_CATEGORIES)},
-        "engines": summarize(rows, engines),
+                     "overall_categories": list(SCORED_CATEGORIES),
+                     "contextual": repr(FINAL), "splits": SPLITS},
+        "backends": backends_agree(rows),
+        "splits": {split: summarize(rows, engines, split) for split in present},
+        "ablation": {split: summarize(rows, ablation_names(), split) for split in present},
     }
     args.out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(report)
     (args.out / "locomo_eval.md").write_text(markdown, encoding="utf-8")
     (args.out / "locomo_eval.json").write_text(
         json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    plot(report["engines"], args.out / "locomo_eval.png")
+    plot(report, args.out / "locomo_eval.png")
     print(markdown)
     return 0
 

@@ -6,6 +6,9 @@ Modules, in the order the data flows::
     sqlite_store  SqliteMemoryStore: the same contract over SQLite, postings in one transaction
     index         the inverted index the engine reads (in memory for JSONL, SQLite's own table)
     scorers       teaching, BM25 and hybrid scorers, each with an exact ``explain``
+    analyzers     plain terms, or English stop words + Snowball stems, over the same index
+    fields        a record's thread, neighbours, title and date words (in memory)
+    contextual    the contextual BM25: weighted fields, neighbours, a thread score
     pipeline      the five stages: normalize → candidate → score → stable rank → render,
                   and RecallEngine, which runs them over a store's index
     evaluation    a labeled recall set, recall@k / MRR, tune and test splits
@@ -14,6 +17,22 @@ Modules, in the order the data flows::
 Importing this package does no I/O.
 """
 
+from labmem.recall.analyzers import (
+    ANALYZERS,
+    AnalyzedIndex,
+    Analyzer,
+    EnglishAnalyzer,
+    PlainAnalyzer,
+    QueryWord,
+    english_stop_words,
+    resolve_analyzer,
+)
+from labmem.recall.contextual import (
+    ContextualBreakdown,
+    ContextualScorer,
+    ContextualTermPart,
+    ThreadBonus,
+)
 from labmem.recall.evaluation import (
     DEFAULT_KS,
     LabeledQuery,
@@ -32,6 +51,7 @@ from labmem.recall.evaluation import (
     summarize,
     summarize_by,
 )
+from labmem.recall.fields import date_words, thread_of
 from labmem.recall.index import (
     InMemoryTermIndex,
     Postings,
@@ -93,6 +113,7 @@ from labmem.recall.store import (
     derive_memory_id,
 )
 from labmem.recall.tool import (
+    DEFAULT_SCORER,
     DEMOS,
     RECALL_HISTORY_TOOL,
     TEACHING_RECORDS,
@@ -101,6 +122,9 @@ from labmem.recall.tool import (
     default_runtime,
     recall_history,
 )
+
+# every name RecallEngine(store, scorer=...) and `labmem recall --scorer` accept
+SCORER_NAMES: tuple[str, ...] = tuple(SCORERS)
 
 __all__ = [
     # store and backends
@@ -113,6 +137,11 @@ __all__ = [
     "merge_postings", "Scorer", "CorpusStats", "TeachingScorer", "Bm25Scorer", "HybridScorer",
     "SCORERS", "resolve_scorer", "bm25_idf", "bm25_term_weight", "BM25_K1", "BM25_B",
     "LEXICAL_WEIGHT", "RECENCY_WEIGHT", "RECENCY_SCALE_DAYS", "SCORE_DECIMALS",
+    "SCORER_NAMES",
+    # analyzers and the contextual scorer
+    "Analyzer", "PlainAnalyzer", "EnglishAnalyzer", "QueryWord", "ANALYZERS",
+    "resolve_analyzer", "english_stop_words", "AnalyzedIndex", "ContextualScorer",
+    "ContextualBreakdown", "ContextualTermPart", "ThreadBonus", "thread_of", "date_words",
     # the five stages and the engine
     "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",
     "RecallResult", "RecallQueryError", "RecallEngine", "normalize_recall_query",
@@ -125,6 +154,7 @@ __all__ = [
     "scorer_engines", "evaluate", "summarize", "summarize_by", "disagreements",
     "outcomes_frame", "describe_set",
     # the agent-facing tool
-    "RECALL_HISTORY_TOOL", "TEACHING_RECORDS", "DEMOS", "RemoteRuntime", "default_runtime",
+    "RECALL_HISTORY_TOOL", "TEACHING_RECORDS", "DEMOS", "DEFAULT_SCORER", "RemoteRuntime",
+    "default_runtime",
     "recall_history", "add_teaching_records",
 ]

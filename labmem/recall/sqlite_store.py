@@ -12,7 +12,8 @@ errors) but gets them from a database instead of a file lock:
 * **Durability**: WAL journal, ``synchronous=FULL`` (a commit is on disk when
   ``append`` returns) and a busy timeout, so concurrent writers wait instead of failing.
 * **Recall index**: the same transaction that stores a conversation record writes its
-  postings (term → ordinal, count, record length, captured time) and the scope's
+  postings (term → ordinal, count, record length, captured time), the terms the scope
+  had not seen before (its vocabulary, which an analyzer groups by stem) and the scope's
   totals, so :class:`SqliteTermIndex` never re-tokenizes the store.
 
 Each record is stored as the same JSON object the JSONL store writes
@@ -55,8 +56,22 @@ from labmem.recall.store import (
 
 __all__ = ["SqliteMemoryStore", "SqliteTermIndex", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added the vocabulary table (a version-1 file is upgraded)
 BUSY_TIMEOUT_SECONDS = 10.0
+
+# Every surface term of a scope once, with the first record that used it: an analyzer
+# lists the terms that share a stem from here (labmem.recall.analyzers), and
+# "first_ordinal >= n" is what records from n on added to the vocabulary.
+VOCABULARY_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS vocabulary (
+        user_scope    TEXT    NOT NULL,
+        term          TEXT    NOT NULL,
+        first_ordinal INTEGER NOT NULL,
+        PRIMARY KEY (user_scope, term)
+    ) WITHOUT ROWID""",
+    """CREATE INDEX IF NOT EXISTS vocabulary_by_first
+        ON vocabulary (user_scope, first_ordinal)""",
+)
 
 # ordinal: the record's 0-based position among all records of its scope, in storage
 # order (dense per scope). record: StoredMemory.to_dict() as JSON, the source of truth;
@@ -91,6 +106,7 @@ SCHEMA = (
         conversation_records INTEGER NOT NULL,
         total_length         INTEGER NOT NULL
     )""",
+    *VOCABULARY_SCHEMA,
 )
 
 _validated = partial(validated_as, RemoteMemoryValidationError)
@@ -195,6 +211,10 @@ class SqliteMemoryStore:
                     for statement in SCHEMA:
                         db.execute(statement)
                     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if self._schema_version(db) == 1:
+            with _transaction(db):
+                if self._schema_version(db) == 1:  # still: no one upgraded it meanwhile
+                    _upgrade_to_vocabulary(db)
         version = self._schema_version(db)
         if version != SCHEMA_VERSION:
             raise RemoteMemoryCorruptionError(
@@ -390,12 +410,29 @@ class SqliteMemoryStore:
             db.executemany(
                 "INSERT INTO postings (user_scope, term, ordinal, tf, length, captured_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)", postings)
+            first_use: dict[str, int] = {}
+            for _, term, term_ordinal, *_ in postings:  # sorted by term, then ordinal
+                first_use.setdefault(term, term_ordinal)
+            # a term the scope already has keeps its earlier first_ordinal
+            db.executemany(
+                "INSERT OR IGNORE INTO vocabulary (user_scope, term, first_ordinal) "
+                "VALUES (?, ?, ?)",
+                ((self.user_scope, term, first) for term, first in first_use.items()))
             db.execute(
                 "INSERT INTO scope_stats (user_scope, records, conversation_records, "
                 "total_length) VALUES (?, ?, ?, ?) ON CONFLICT (user_scope) DO UPDATE SET "
                 "records = excluded.records, conversation_records = "
                 "excluded.conversation_records, total_length = excluded.total_length",
                 (self.user_scope, ordinal, conversations, total_length))
+
+
+def _upgrade_to_vocabulary(db: sqlite3.Connection) -> None:
+    """Version 1 → 2: build the vocabulary from the postings already stored."""
+    for statement in VOCABULARY_SCHEMA:
+        db.execute(statement)
+    db.execute("INSERT INTO vocabulary (user_scope, term, first_ordinal) "
+               "SELECT user_scope, term, MIN(ordinal) FROM postings GROUP BY user_scope, term")
+    db.execute("PRAGMA user_version = 2")
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -475,6 +512,15 @@ class SqliteTermIndex:
     def document_frequency(self, term: str) -> int:
         """How many searched records contain ``term``."""
         return len(self.postings(term).positions)
+
+    def vocabulary(self, start: int = 0) -> tuple[str, ...]:
+        """The surface terms first used by a record at a position from ``start`` on (and
+        below :attr:`records`), in order of first use: what an analyzer has not seen yet."""
+        rows = self.store._query(
+            "SELECT term FROM vocabulary WHERE user_scope = ? AND first_ordinal >= ? "
+            "AND first_ordinal < ? ORDER BY first_ordinal, term",
+            (self.store.user_scope, start, self._stats.records))
+        return tuple(row[0] for row in rows)
 
     def record(self, position: int) -> StoredMemory:
         """The record at ``position`` (an ordinal from :meth:`postings`)."""

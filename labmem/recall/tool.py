@@ -22,6 +22,9 @@ from labmem.recall.store import MemoryKind, RemoteMemoryDuplicateError, RemoteMe
 ENV_HOME = "LABMEM_HOME"
 ENV_USER = "LABMEM_USER_ID"
 DEFAULT_USER = "learner"
+# The tool and `labmem recall` rank with the best scorer measured (bench/locomo_eval.py and
+# the labeled set); chapter s12 and RecallEngine's own default stay with "teaching".
+DEFAULT_SCORER = "contextual"
 
 RECALL_HISTORY_TOOL = {
     "name": "recall_history",
@@ -97,7 +100,8 @@ def add_teaching_records(store: RemoteMemoryStore) -> int:
 
 @dataclass(frozen=True)
 class RemoteRuntime:
-    """The default store and engine for one user under one home directory."""
+    """The default store and engine (scorer :data:`DEFAULT_SCORER`) for one user under one
+    home directory."""
 
     home: Path
     store: RemoteMemoryStore
@@ -117,7 +121,7 @@ def default_runtime(*, home: str | Path | None = None, user_id: str | None = Non
     store = RemoteMemoryStore(path, user_id=user_id, clock=clock)
     if len(store) == 0:
         add_teaching_records(store)
-    return RemoteRuntime(home, store, RecallEngine(store))
+    return RemoteRuntime(home, store, RecallEngine(store, scorer=DEFAULT_SCORER))
 
 
 def recall_history(query: str, limit: int = 5) -> str:
@@ -143,14 +147,16 @@ def run_s12_demo(out: Callable[[str], None] = print) -> None:
         store = RemoteMemoryStore(Path(tmp) / "records.jsonl", user_id="demo-user", clock=clock)
         add_teaching_records(store)
         records = store.read_all()
-        out(f"store: {len(records)} records for user scope {store.user_scope}")
+        searched = sum(1 for r in records if r.kind is MemoryKind.CONVERSATION)
+        out(f"store: {len(records)} records for user scope {store.user_scope}: {searched} "
+            f"conversation records (searched by recall) and {len(records) - searched} "
+            "profile (loaded at session start, never searched)")
 
         query = normalize_recall_query("  LAYERED   Memory  ", user_scope=store.user_scope,
                                        limit=5, issued_at=clock.now())
         out(f"[1] normalize  text={query.text!r} normalized={query.normalized_text!r} "
             f"terms={list(query.terms)}")
         candidates = build_recall_candidates(query, records)
-        searched = sum(1 for r in records if r.kind is MemoryKind.CONVERSATION)
         out(f"[2] candidate  searched_records={searched} candidate_records={len(candidates)}")
         hits = stable_rank_recall_candidates(query, candidates, as_of=clock.now())
         for hit in hits:

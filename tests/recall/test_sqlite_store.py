@@ -212,6 +212,8 @@ def test_every_select_is_scoped():
     selects = re.findall(r'"SELECT .*?(?:\)\)|\),)', source, flags=re.S)
     assert len(selects) == source.count('"SELECT ') >= 6  # every SELECT was found
     for select in selects:
+        if "FROM postings GROUP BY user_scope, term" in select:
+            continue  # the one exception: the version 1 → 2 upgrade covers every scope at once
         assert "WHERE user_scope = ?" in select, select
 
 
