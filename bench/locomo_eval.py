@@ -78,8 +78,6 @@ from labmem.core.metrics import any_hit_at_k, full_hit_at_k
 from labmem.core.provenance import MemorySource
 from labmem.core.text import term_frequencies
 from labmem.recall import (
-    BM25_B,
-    BM25_K1,
     ContextualScorer,
     EnglishAnalyzer,
     MemoryKind,
@@ -87,6 +85,7 @@ from labmem.recall import (
     RemoteMemoryStore,
     SqliteMemoryStore,
     StoredMemory,
+    ablation_ladder,
     record_terms,
 )
 
@@ -117,25 +116,12 @@ _WORD = re.compile(r"\w+")
 # -- the ablation: the contextual scorer's steps, from plain BM25 to the full scorer ------
 
 FINAL = ContextualScorer()
-PLAIN_BM25 = ContextualScorer(analyzer="plain", k1=BM25_K1, b=BM25_B, title=1.0, date=0.0,
-                              previous=0.0, next=0.0, thread=0.0)
+PLAIN_BM25 = ablation_ladder()[0][1]
 
 
 def ladder() -> list[tuple[str, ContextualScorer]]:
     """Each step adds one thing to the one before; the last is the tuned default."""
-    steps = [("BM25, plain terms (= labmem bm25)", PLAIN_BM25)]
-    steps.append(("+ stop words and Snowball stemming",
-                  replace(steps[-1][1], analyzer=FINAL.analyzer)))
-    steps.append((f"+ b = {FINAL.b:g} (no length normalization)",
-                  replace(steps[-1][1], b=FINAL.b)))
-    steps.append((f"+ k1 = {FINAL.k1:g} (term-frequency saturation)",
-                  replace(steps[-1][1], k1=FINAL.k1)))
-    steps.append((f"+ title {FINAL.title:g} and date {FINAL.date:g} as fields",
-                  replace(steps[-1][1], title=FINAL.title, date=FINAL.date)))
-    steps.append((f"+ neighbours: previous {FINAL.previous:g}, next {FINAL.next:g}",
-                  replace(steps[-1][1], previous=FINAL.previous, next=FINAL.next)))
-    steps.append((f"+ thread score × {FINAL.thread:g}", replace(steps[-1][1], thread=FINAL.thread)))
-    return steps
+    return list(ablation_ladder())
 
 
 def alone() -> list[tuple[str, ContextualScorer]]:

@@ -621,24 +621,36 @@ DIAGRAMS: Mapping[str, Diagram] = {
          ("store", "profile", "latest profile"), ("query", "s1"), ("s1", "s2"), ("s2", "s3"),
          ("s3", "s4"), ("s4", "s5")]),
     "s12b": _diagram(
-        "s12b: only the candidate and score stages change",
-        "The query is normalized into terms. The store's TermIndex maps each term to postings "
-        "of position, term frequency, length and capture time. The union of the query's "
-        "postings is scored all at once by the scorer's estimate; only the shortlist of the k "
-        "best plus ties is explained exactly, term by term; then the stable rank of s12 and "
-        "the render.",
+        "s12b: one index, an analyzer, a scorer that reads the neighbours",
+        "The query is normalized into surface terms. The store's TermIndex maps each surface "
+        "term to postings of position, count, length and capture time; the JSONL and SQLite "
+        "backends give the same index. An analyzer maps each surface term to the term a "
+        "scorer counts: plain keeps it, english drops stop words and merges Snowball stems, "
+        "so at query time the postings of the surface forms of one stem are merged. The "
+        "record context adds each record's thread, its previous and next record in the "
+        "thread, and its title and date as words. The scorer estimates every candidate at "
+        "once: teaching, bm25 and hybrid read the postings; contextual adds weighted title, "
+        "date and neighbour fields and a thread score. Only the shortlist is explained "
+        "exactly, term by term and field by field; then the stable rank of s12 and the "
+        "render.",
         [("query", "query text", 8, 3, "outside"),
-         ("norm", "1 normalize → terms", 34, 3),
-         ("store", "store (JSONL or SQLite)", 14, 11, "store"),
-         ("index", "TermIndex: term → postings\n[(position, tf, length, captured_at)]", 60,
-          11),
-         ("estimate", "3a scorer.estimate: every candidate\nat once (numpy); teaching | bm25 |"
-                      " hybrid", 60, 19),
-         ("explain", "3b scorer.explain: the shortlist,\nexact, term by term", 60, 27),
-         ("rank", "4 stable rank\n(total ↓, coverage ↓, captured_at ↓, memory_id ↑)", 40, 35),
-         ("render", "5 render", 96, 35, "view")],
+         ("norm", "1 normalize\n→ surface terms", 32, 3),
+         ("store", "store\n(JSONL or SQLite)", 10, 12, "store"),
+         ("index", "TermIndex: surface term → postings\n[(position, tf, length, "
+                   "captured_at)]", 58, 12),
+         ("analyzer", "analyzer: plain | english\n(stop words out, Snowball stems;\n"
+                      "postings merged per stem)", 104, 3),
+         ("context", "record context: thread,\nprevious / next record,\ntitle and date "
+                     "as words", 104, 21),
+         ("estimate", "3a estimate every candidate (numpy)\nteaching | bm25 | hybrid | "
+                      "contextual\n(own, title, date, neighbours, thread)", 58, 24),
+         ("explain", "3b explain the shortlist:\nterm by term, field by field", 58, 33),
+         ("rank", "4 stable rank (total ↓, coverage ↓,\ncaptured_at ↓, memory_id ↑)", 58,
+          42),
+         ("render", "5 render", 104, 42, "view")],
         [("query", "norm"), ("norm", "index", "terms"), ("store", "index"),
-         ("index", "estimate", "union of the postings"),
+         ("analyzer", "index", "stem → surfaces"),
+         ("index", "estimate", "union of the postings"), ("context", "estimate"),
          ("estimate", "explain", "the k best (+ ties)"), ("explain", "rank"),
          ("rank", "render")]),
     "s13": _diagram(

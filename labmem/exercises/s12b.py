@@ -1,7 +1,7 @@
-"""Checkers for the s12b exercises (choosing a ranker).
+"""Checkers for the s12b exercises (engineering a ranker).
 
-Three predict exercises (an idf by hand, saturation, which scorers survive a shorter
-question) and one build exercise: the learner writes one BM25 term weight and the checker
+Three predict exercises (an idf by hand, saturation, which of the four scorers survive a
+shorter question) and one build exercise: the learner writes one BM25 term weight and the checker
 compares it with :func:`labmem.recall.bm25_term_weight` — the function both the exact
 ``explain`` and the vectorized ``estimate`` of the BM25 scorers use — on generated inputs.
 """
@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
-from labmem.recall import BM25_B, BM25_K1, SCORE_DECIMALS, Bm25Scorer, bm25_idf, bm25_term_weight
+from labmem.recall import (
+    BM25_B,
+    BM25_K1,
+    SCORE_DECIMALS,
+    SCORER_NAMES,
+    Bm25Scorer,
+    bm25_idf,
+    bm25_term_weight,
+)
 
 EXERCISE_1 = {"searched_records": 40, "document_frequency": 3}
 EXERCISE_2_SHARE = 0.9
@@ -70,13 +78,14 @@ def check_saturation(answer: int | None) -> Feedback:
 
 def scorers_with_gold_first(text: str = EXERCISE_3_QUERY,
                             gold: str = EXERCISE_3_GOLD) -> tuple[str, ...]:
-    """Which of teaching / bm25 / hybrid rank ``gold`` first for ``text`` (computed)."""
+    """Which of the scorers (:data:`~labmem.recall.SCORER_NAMES`) rank ``gold`` first for
+    ``text`` (computed, never stored)."""
     from labmem.recall import load_into_store, load_labeled_set, scorer_engines
 
     labeled = load_labeled_set()
     with tempfile.TemporaryDirectory() as tmp:
         store = load_into_store(labeled, tmp)
-        return tuple(name for name, engine in scorer_engines(store).items()
+        return tuple(name for name, engine in scorer_engines(store, SCORER_NAMES).items()
                      if [h.memory_id for h in engine.recall(text, limit=1,
                                                             as_of=labeled.as_of).hits]
                      == [gold])
@@ -94,17 +103,21 @@ def check_winners(answer) -> Feedback:
     except TypeError:
         return Feedback(name, False, "answer with a set of scorer names, e.g. {'bm25'}, "
                                      "or set() for none")
-    unknown = got - {"teaching", "bm25", "hybrid"}
+    unknown = got - set(SCORER_NAMES)
     if unknown:
         return Feedback(name, False, f"unknown scorer(s) {sorted(unknown)}; "
-                                     "use 'teaching', 'bm25', 'hybrid'")
+                                     f"use {', '.join(map(repr, SCORER_NAMES))}")
     expected = set(scorers_with_gold_first())
     if got == expected:
-        if not expected:
-            return Feedback(name, True, "none of them — idf makes question words cheap, not "
-                                        "free: five of them in one chat outweigh "
-                                        "'idempotency' and 'key'")
+        if expected == {"contextual"}:
+            return Feedback(name, True, "only contextual — for bm25 and the hybrid idf makes "
+                                        "the question words cheap, not free, and five of them "
+                                        "in one chat outweigh 'idempotency' and 'key'; the "
+                                        "english analyzer drops them, so they add nothing")
         return Feedback(name, True, f"{sorted(expected)}")
+    if "contextual" in expected and "contextual" not in got:
+        return Feedback(name, False, "look at the contextual rows: which of the question's "
+                                     "words does its analyzer keep?")
     return Feedback(name, False, f"add up {EXERCISE_3_GOLD}'s BM25 parts without 'header' "
                                  "(the per-term table) and compare them with the total of "
                                  "the record that came second for the full question")

@@ -32,6 +32,7 @@ from labmem.recall.contextual import (
     ContextualScorer,
     ContextualTermPart,
     ThreadBonus,
+    ablation_ladder,
 )
 from labmem.recall.evaluation import (
     DEFAULT_KS,
@@ -141,7 +142,8 @@ __all__ = [
     # analyzers and the contextual scorer
     "Analyzer", "PlainAnalyzer", "EnglishAnalyzer", "QueryWord", "ANALYZERS",
     "resolve_analyzer", "english_stop_words", "AnalyzedIndex", "ContextualScorer",
-    "ContextualBreakdown", "ContextualTermPart", "ThreadBonus", "thread_of", "date_words",
+    "ContextualBreakdown", "ContextualTermPart", "ThreadBonus", "ablation_ladder", "thread_of",
+    "date_words",
     # the five stages and the engine
     "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",
     "RecallResult", "RecallQueryError", "RecallEngine", "normalize_recall_query",

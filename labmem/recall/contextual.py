@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -50,6 +50,8 @@ from labmem.recall.pipeline import (
     snippet_of,
 )
 from labmem.recall.scorers import (
+    BM25_B,
+    BM25_K1,
     SCORE_DECIMALS,
     RecallScoreBreakdown,
     Scorer,
@@ -60,7 +62,7 @@ from labmem.recall.scorers import (
 from labmem.recall.store import RemoteMemoryScopeError, StoredMemory
 
 __all__ = ["ContextualScorer", "ContextualBreakdown", "ContextualTermPart", "ThreadBonus",
-           "FIELDS", "EMPTY_ONLY_STOP_WORDS"]
+           "FIELDS", "EMPTY_ONLY_STOP_WORDS", "ablation_ladder"]
 
 FIELDS = ("own", "title", "date", "previous", "next")
 EMPTY_ONLY_STOP_WORDS = "only_stop_words"
@@ -500,3 +502,31 @@ class _Explainer:
                 bonus=round(sum(contributions.values()), digits),
             )
         return tuple(parts), thread
+
+
+def ablation_ladder() -> tuple[tuple[str, ContextualScorer], ...]:
+    """The contextual scorer built one step at a time: ``(step name, scorer)`` pairs.
+
+    The first step is plain BM25 (plain terms, the textbook ``k1``/``b``, the title counted
+    with the text: exactly :class:`~labmem.recall.scorers.Bm25Scorer`); each next step
+    changes one thing of the one before; the last is ``ContextualScorer()``, the tuned
+    default. ``bench/locomo_eval.py`` reports each step's gain under these names, and
+    chapter s12b shows each step's breakdown.
+    """
+    final = ContextualScorer()
+    steps = [("BM25, plain terms (= labmem bm25)",
+              ContextualScorer(analyzer="plain", k1=BM25_K1, b=BM25_B, title=1.0, date=0.0,
+                               previous=0.0, next=0.0, thread=0.0))]
+
+    def add(name: str, **changes: Any) -> None:
+        steps.append((name, replace(steps[-1][1], **changes)))
+
+    add("+ stop words and Snowball stemming", analyzer=final.analyzer)
+    add(f"+ b = {final.b:g} (no length normalization)", b=final.b)
+    add(f"+ k1 = {final.k1:g} (term-frequency saturation)", k1=final.k1)
+    add(f"+ title {final.title:g} and date {final.date:g} as fields", title=final.title,
+        date=final.date)
+    add(f"+ neighbours: previous {final.previous:g}, next {final.next:g}",
+        previous=final.previous, next=final.next)
+    add(f"+ thread score × {final.thread:g}", thread=final.thread)
+    return tuple(steps)

@@ -36,22 +36,28 @@ def test_saturation():
 
 def test_winners_are_computed_not_stored():
     expected = set(s12b.scorers_with_gold_first())
-    assert expected <= {"teaching", "bm25", "hybrid"}
+    assert expected <= {"teaching", "bm25", "hybrid", "contextual"}
     assert s12b.check_winners(expected)
     assert s12b.check_winners(list(expected))
-    wrong = {"teaching", "bm25", "hybrid"} - expected or {"teaching"}
+    wrong = {"teaching", "bm25", "hybrid", "contextual"} - expected or {"teaching"}
     assert not s12b.check_winners(wrong)
     assert "unknown" in s12b.check_winners({"tfidf"}).message
     assert not s12b.check_winners(3)
 
 
 def test_winners_without_header():
-    """Dropping "header" from q02 loses every scorer: the question words outweigh the rest."""
-    assert s12b.scorers_with_gold_first() == ()
+    """Dropping "header" from q02 loses every scorer that counts the question words; the
+    contextual scorer's analyzer drops them, so it keeps the right record first."""
+    assert s12b.scorers_with_gold_first() == ("contextual",)
     assert s12b.scorers_with_gold_first("what did we decide about the Idempotency-Key header",
-                                        "api-idempotency") == ("bm25", "hybrid")
-    assert s12b.check_winners(set())
+                                        "api-idempotency") == ("bm25", "hybrid", "contextual")
+    right = s12b.check_winners({"contextual"})
+    assert right and "analyzer drops them" in right.message
     hinted = s12b.check_winners({"bm25", "hybrid"})
+    assert not hinted and "analyzer" in hinted.message
+    hinted = s12b.check_winners(set())
+    assert not hinted and "analyzer" in hinted.message
+    hinted = s12b.check_winners({"bm25", "hybrid", "contextual"})
     assert not hinted and "header" in hinted.message
 
 

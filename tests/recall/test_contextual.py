@@ -450,3 +450,25 @@ def test_the_tool_and_the_command_default_to_the_contextual_scorer(tmp_path, mon
     for name in SCORER_NAMES:
         assert main(["recall", "memory", "--json", "--scorer", name]) == 0
         capsys.readouterr()
+
+
+def test_the_ablation_ladder_goes_from_bm25_to_the_default_one_change_at_a_time():
+    import dataclasses
+
+    from labmem.recall import ablation_ladder
+
+    steps = ablation_ladder()
+    first, last = steps[0][1], steps[-1][1]
+    assert last == ContextualScorer()
+    assert (first.analyzer.key, first.k1, first.b) == ("plain", Bm25Scorer.k1, Bm25Scorer.b)
+    assert (first.title, first.date, first.previous, first.next, first.thread) == (1, 0, 0, 0, 0)
+    names = [f.name for f in dataclasses.fields(ContextualScorer)]
+    for (_, before), (_, after) in zip(steps, steps[1:], strict=False):
+        changed = [n for n in names if getattr(before, n) != getattr(after, n)]
+        assert 1 <= len(changed) <= 2, changed  # title and date, previous and next go in pairs
+    # the committed LoCoMo report names its ladder rows exactly so (chapter s12b reads them)
+    report = Path(__file__).resolve().parents[2] / "bench" / "results" / "locomo_eval.json"
+    if report.exists():
+        recorded = [n for n in json.loads(report.read_text())["ablation"]["odd"]
+                    if n.startswith("ladder: ")]
+        assert recorded == [f"ladder: {name}" for name, _ in steps]
