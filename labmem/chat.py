@@ -59,6 +59,16 @@ def runtime_client(env: Mapping[str, str] | None = None) -> tuple[Any, str]:
     return client, model
 
 
+def require_workdir(workdir: str | os.PathLike[str]) -> Path:
+    """``workdir`` as a path, if it is an existing directory; else one sentence saying so."""
+    path = Path(workdir)
+    if not path.is_dir():
+        state = "is not a directory" if path.exists() else "does not exist"
+        raise ChatConfigError(f"--workdir {str(path)!r} {state}; pass the directory "
+                              "read_file may read (default: the current directory)")
+    return path
+
+
 def read_workspace_file(path: str, root: Path) -> str:
     """A file's text, only if it resolves (symlinks included) inside ``root``."""
     root = root.resolve()
@@ -136,10 +146,14 @@ def session_system_prompt() -> str:
 
 def run_chat(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout, *,
              workdir: Path | None = None) -> int:
-    """Read questions line by line until EOF; print each answer."""
+    """Read questions line by line until EOF; print each answer.
+
+    Everything that can be checked is checked before the session starts: the working
+    directory first (``read_file`` is confined to it), then the SDK, key and model.
+    """
+    workdir = require_workdir(Path.cwd() if workdir is None else workdir)
     client, model = runtime_client()
-    loop = AgentLoop(client, model, workdir=workdir or Path.cwd(),
-                     system=session_system_prompt())
+    loop = AgentLoop(client, model, workdir=workdir, system=session_system_prompt())
     stdout.write(f"labmem chat — model {model}; end with Ctrl-D\n")
     for line in stdin:
         question = line.strip()

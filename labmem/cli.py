@@ -1,16 +1,63 @@
 """The ``labmem`` command: one entry point, one subcommand per capability.
 
 Chapters add subcommands by adding a ``register`` function to :data:`COMMANDS`.
-Every ``LabmemError`` becomes a one-line message on stderr and exit status 2.
+Every failure is one line on stderr and exit status 2: a ``LabmemError``, an operating
+system error (``LABMEM_HOME`` naming a file, a directory that cannot be created, a file
+that cannot be read) and a usage error alike — never a traceback. A reader that closes
+the pipe early (``labmem recall … --json | head -1``) ends the command quietly, status 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from labmem.core.errors import LabmemError
+
+EXIT_FAILURE = 2
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line (a path or a stored value may hold a line break)."""
+    return " ".join(message.splitlines()) or "failed"
+
+
+def fail(message: str) -> int:
+    """Print ``labmem: error: <message>`` as one line on stderr; return the exit status."""
+    print(f"labmem: error: {one_line(message)}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def describe_os_error(exc: OSError) -> str:
+    """An ``OSError`` as "what failed: which path", with the hint when it is the home."""
+    what = exc.strerror or type(exc).__name__
+    path = exc.filename
+    text = f"{what}: {path}" if path is not None else str(exc) or what
+    home = os.environ.get("LABMEM_HOME")
+    if home and path is not None and str(path).startswith(home):
+        text += f" (under LABMEM_HOME={home}; point it at a directory labmem may write)"
+    return text
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line too (``--help`` still prints the full usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_FAILURE, f"{self.prog}: error: {one_line(message)} "
+                                f"(see {self.prog} --help)\n")
+
+
+def _quiet_stdout() -> None:
+    """The reader went away: point stdout at /dev/null so the final flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file here
+        pass
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -41,13 +88,16 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def register_recall(sub: argparse._SubParsersAction) -> None:
+    from labmem.recall import DEFAULT_SCORER, SCORER_NAMES
+
     parser = sub.add_parser(
         "recall", help="query the default remote memory store ($LABMEM_HOME, $LABMEM_USER_ID)")
     parser.add_argument("query", help="a self-contained description of what to recall")
     parser.add_argument("--limit", type=int, default=5, help="hits to return, 1-10")
     parser.add_argument("--json", action="store_true", help="print the JSON tool result")
-    parser.add_argument("--scorer", choices=["teaching", "bm25", "hybrid"], default="teaching",
-                        help="how hits are scored (chapter s12b compares them)")
+    parser.add_argument("--scorer", choices=SCORER_NAMES, default=DEFAULT_SCORER,
+                        help=f"how hits are scored (default {DEFAULT_SCORER}; chapter s12b "
+                             "compares them)")
     parser.set_defaults(handler=_recall)
 
 
@@ -119,7 +169,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="labmem", description="labmem: how agents remember")
+    parser = OneLineParser(prog="labmem", description="labmem: how agents remember")
     sub = parser.add_subparsers(dest="command", required=True)
     for register in COMMANDS:
         register(sub)
@@ -129,10 +179,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        status = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return status
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
     except LabmemError as exc:
-        print(f"labmem: error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(describe_os_error(exc))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,9 +1,11 @@
 """The resilience scorecard: fault injection against the real storage layers.
 
 Each case sets up a fault — concurrent writers, a copied file, a torn line, a
-``SIGKILL`` mid-stream, a tampered artifact, a crash inside a lease publication — and
-observes what the layer does. A case returns :class:`CaseResult` (passed + what was
-observed); an unexpected exception is that case's failure, and the other cases still run.
+``SIGKILL`` mid-stream, a tampered artifact, a crash inside a lease publication, records
+cut off the lease journal's end, a publication retried after a lost acknowledgement, a
+symlinked ``tool-results/`` — and observes what the layer does. A case returns
+:class:`CaseResult` (passed + what was observed); an unexpected exception is that case's
+failure, and the other cases still run.
 
 Cases take the system under test as a parameter (``make_store`` for the s12 store), so
 the test suite can run each case against a deliberately broken double and watch it
@@ -336,6 +338,118 @@ def lease_publication_crash(workdir: Path,
     return CaseResult("lease_publication_crash", passed, "; ".join(observed))
 
 
+def _journal_artifacts(session: Path, count: int) -> list[Any]:
+    externalizer = real_externalizer(session)
+    return [externalizer.externalize(f"log line {n}\n" * 5_000, "bash").artifact
+            for n in range(count)]
+
+
+def lease_journal_truncation(workdir: Path, make_journal: Callable[..., Any] = real_journal
+                             ) -> CaseResult:
+    """Cut the last records (a whole committed lease) off the journal; a fresh journal must
+    refuse it, and so must cleanup — or the artifact that lease protected would go."""
+    from labmem.artifacts import LeaseJournalError, RetentionClaim, plan_cleanup
+
+    session = workdir / "s1"
+    artifacts = _journal_artifacts(session, 2)
+    journal = make_journal(session)
+    for n, artifact in enumerate(artifacts):
+        journal.publish_reference(RetentionClaim.for_reference(f"tx-{n}", artifact),
+                                  lambda claim: "published")
+    path = session / "leases.jsonl"
+    lines = path.read_bytes().split(b"\n")[:-1]
+    path.write_bytes(b"".join(line + b"\n" for line in lines[:-2]))  # tx-1 leaves no trace
+    refused, doomed = [], False
+    for name, read in (("recover", lambda: make_journal(session).recover()),
+                       ("plan_cleanup", lambda: plan_cleanup(
+                           journal=make_journal(session), now="2026-08-03T12:00:00Z"))):
+        try:
+            outcome = read()
+        except LeaseJournalError:
+            refused.append(name)
+            continue
+        if name == "plan_cleanup":
+            doomed = artifacts[1].filename in [d.filename for d in outcome.to_delete]
+    return CaseResult("lease_journal_truncation", len(refused) == 2,
+                      f"2 of {len(lines)} records cut off the end: refused on "
+                      f"{len(refused)}/2 reads (recover, plan_cleanup)"
+                      + ("; cleanup would delete the artifact the lost lease protected"
+                         if doomed else ""))
+
+
+def publish_retry_after_unknown_outcome(workdir: Path,
+                                        make_journal: Callable[..., Any] = real_journal
+                                        ) -> CaseResult:
+    """The memory stores the reference and the acknowledgement is lost; the caller retries.
+
+    The retry must be refused without running the publisher (the memory would hold the
+    reference twice) and without writing; reconciliation then commits the lease."""
+    from labmem.artifacts import LeaseJournalError, OwnerStatus, RetentionClaim
+
+    session = workdir / "s1"
+    (artifact,) = _journal_artifacts(session, 1)
+    claim = RetentionClaim.for_reference("tx-1", artifact)
+    held: list[str] = []
+
+    def publish_then_lose_the_ack(claim):
+        held.append(claim.transaction_id)
+        raise TimeoutError("the memory service did not answer")
+
+    class Owner:
+        def status(self, transaction_id):
+            if transaction_id in held:
+                return OwnerStatus("published", claim.source_id, claim.sha256)
+            return OwnerStatus("absent")
+
+        def seal_absent(self, transaction_id):
+            return 1
+
+    with contextlib.suppress(TimeoutError):
+        make_journal(session).publish_reference(claim, publish_then_lose_the_ack)
+    before = (session / "leases.jsonl").read_bytes()
+    refused = False
+    try:
+        make_journal(session).publish_reference(claim, publish_then_lose_the_ack)
+    except LeaseJournalError:
+        refused = True
+    except TimeoutError:
+        pass
+    unchanged = (session / "leases.jsonl").read_bytes() == before
+    committed = make_journal(session).reconcile_pending(Owner()).committed == ("tx-1",)
+    passed = refused and len(held) == 1 and unchanged and committed
+    return CaseResult("publish_retry_after_unknown_outcome", passed,
+                      f"retry refused={refused}; publisher ran {len(held)} time(s); journal "
+                      f"unchanged={unchanged}; reconciled to committed={committed}")
+
+
+def symlinked_tool_results(workdir: Path,
+                           make_externalizer: Callable[..., Any] = real_externalizer
+                           ) -> CaseResult:
+    """``tool-results/`` swapped for a symlink out of the session: nothing may be written
+    through it, and the source resolver must say ``denied``."""
+    from labmem.artifacts import ArtifactAccessError
+    from labmem.context import SourcePointerResolver
+
+    root, outside = workdir / "artifacts", workdir / "outside"
+    session = root / "s1"
+    artifact = make_externalizer(session).externalize("build line\n" * 5_000, "bash").artifact
+    outside.mkdir()
+    (session / "tool-results").rename(outside / "tool-results")
+    os.symlink(outside / "tool-results", session / "tool-results")
+    refused = False
+    try:
+        make_externalizer(session).externalize("other line\n" * 5_000, "bash")
+    except ArtifactAccessError:
+        refused = True
+    written = len(list((outside / "tool-results").iterdir())) - 1
+    status = SourcePointerResolver(transcript_root=root, artifact_root=root).resolve(
+        artifact.source_id).status
+    passed = refused and written == 0 and status == "denied"
+    return CaseResult("symlinked_tool_results", passed,
+                      f"externalize refused={refused}; bodies written outside the session="
+                      f"{written}; resolver status={status}")
+
+
 STORE_CASES: dict[str, Callable[[Path], CaseResult]] = {
     "concurrent_duplicate_write": concurrent_duplicate_write,
     "id_collision_different_content": id_collision_different_content,
@@ -350,6 +464,9 @@ STORE_CASES: dict[str, Callable[[Path], CaseResult]] = {
 ARTIFACT_CASES: dict[str, Callable[[Path], CaseResult]] = {
     "tampered_artifact": tampered_artifact,
     "lease_publication_crash": lease_publication_crash,
+    "lease_journal_truncation": lease_journal_truncation,
+    "publish_retry_after_unknown_outcome": publish_retry_after_unknown_outcome,
+    "symlinked_tool_results": symlinked_tool_results,
 }
 
 

@@ -5,7 +5,9 @@ does (a message, a tool call and its result, a file snapshot, a title) is append
 once, with an envelope that numbers it, and is never rewritten. What a model needs
 next — the messages, the title, the latest file snapshots — is *folded* from the
 events by :meth:`Transcript.replay_state` and never written back. The message fold itself
-is the pure function :func:`replay_window`.
+is the pure function :func:`replay_window`; a :class:`Transcript` keeps the same fold
+*incrementally* as it appends and reads events (counts, title, snapshots, pending calls,
+and one slot per replayable event), so a replay costs O(window) however long the session.
 
 Memory does not copy the transcript: :meth:`Transcript.select_memory_candidate`
 returns a small candidate that *points* at one event (its id becomes the source id)
@@ -179,6 +181,7 @@ class Transcript:
         self._records: list[dict[str, Any]] = []
         self._open_calls: set[str] = set()  # calls without a result yet
         self._answered_calls: set[str] = set()
+        self._fold = _IncrementalFold()  # what replay_state returns, kept up to date
 
     def __repr__(self) -> str:
         return f"Transcript({self.path.name!r})"
@@ -215,6 +218,7 @@ class Transcript:
 
     def _remember(self, record: dict[str, Any]) -> None:
         self._records.append(record)
+        self._fold.add(record)
         if record["type"] == "function_call":
             self._open_calls.add(record["call_id"])
         elif record["type"] == "function_call_result":
@@ -280,34 +284,25 @@ class Transcript:
     # -- deriving ----------------------------------------------------------------
 
     def replay_state(self, *, max_items: int = 1000) -> ReplayState:
-        """Fold the events into the state a runtime needs; the last ``max_items`` messages."""
+        """The state a runtime needs; the last ``max_items`` messages.
+
+        Equal to folding every event again (:func:`replay_window` for the messages), but
+        read from the fold kept as events arrive: after the new lines are read, the cost
+        is the window's, not the session's.
+        """
         validated_as(TranscriptValidationError, require_int, max_items, "max_items", minimum=1)
         self._catch_up()
-        title: str | None = None
-        snapshots: dict[str, str] = {}
-        counts: Counter[str] = Counter()
-        calls: list[str] = []
-        answered: set[str] = set()
-        for record in self._records:
-            counts[record["type"]] += 1
-            if record["type"] == "function_call":
-                calls.append(record["call_id"])
-            elif record["type"] == "function_call_result":
-                answered.add(record["call_id"])
-            elif record["type"] == "file-history-snapshot":
-                snapshots[record["path"]] = record["sha256"]
-            elif record["type"] == "ai-title":
-                title = record["title"]
-        window = replay_window(self._records, max_items)  # the messages: see replay_window
+        fold = self._fold
+        window = fold.window(max_items)
         return ReplayState(
             session_id=self.session_id,
             messages=window.messages,
-            title=title,
-            file_snapshots=MappingProxyType(dict(sorted(snapshots.items()))),
-            counts=MappingProxyType(dict(sorted(counts.items()))),
+            title=fold.title,
+            file_snapshots=fold.file_snapshots(),
+            counts=fold.counts(),
             next_sequence=len(self._records) + 1,
             torn_tail_ignored=self._log.torn_tail_bytes > 0,
-            pending_tool_calls=tuple(c for c in calls if c not in answered),  # still running
+            pending_tool_calls=fold.pending_tool_calls(),  # calls still running
             messages_outside_window=window.left_out,
         )
 
@@ -395,14 +390,138 @@ def _replayed_block(event: Mapping[str, Any],
     """The (role, content block) one event adds to the replay, or ``None``."""
     kind = event["type"]
     if kind == "message":
-        return event["role"], {"type": "text", "text": event["content"]}
+        return event["role"], _content_block(event)
     if kind == "function_call" and event["call_id"] in answered:
-        return "assistant", {"type": "tool_use", "id": event["call_id"],
-                             "name": event["name"], "input": event["arguments"]}
+        return "assistant", _content_block(event)
     if kind == "function_call_result":
-        return "user", {"type": "tool_result", "tool_use_id": event["call_id"],
-                        "content": event["output"]}
+        return "user", _content_block(event)
     return None  # reasoning, snapshots, titles and calls still running are not replayed
+
+
+def _content_block(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The block of a message, a call (once answered) or a result; shared, not copied."""
+    kind = event["type"]
+    if kind == "message":
+        return {"type": "text", "text": event["content"]}
+    if kind == "function_call":
+        return {"type": "tool_use", "id": event["call_id"], "name": event["name"],
+                "input": event["arguments"]}
+    return {"type": "tool_result", "tool_use_id": event["call_id"], "content": event["output"]}
+
+
+class _IncrementalFold:
+    """The fold of :meth:`Transcript.replay_state`, advanced one event at a time.
+
+    Every event that can add a block to the replay (a message, a call, a result) gets a
+    *slot*, in sequence order; a call's slot is *inactive* until a result for its call id
+    has been read (before or after it, as :func:`replay_window` decides from the whole
+    list). The messages are the runs of one role over the active slots, so the number of
+    folded messages is kept as a count of role changes: appending a slot or activating an
+    earlier call only looks at its active neighbours. A window is read backwards from the
+    last slot until it holds ``max_items`` messages — its cost is the window's.
+    """
+
+    def __init__(self) -> None:
+        self.title: str | None = None
+        self._counts: Counter[str] = Counter()
+        self._snapshots: dict[str, str] = {}
+        self._slots: list[tuple[str, Mapping[str, Any]]] = []  # (role, event)
+        self._inactive: dict[int, str] = {}  # slot → call id, calls without a result yet
+        self._calls_by_id: dict[str, list[int]] = {}  # inactive call slots per call id
+        self._answered: set[str] = set()
+        self._messages = 0  # folded messages over every active slot
+        self._last_role: str | None = None  # role of the last active slot
+        self._views: dict[str, Mapping[str, Any]] = {}  # sorted read-only copies, cached
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        kind = event["type"]
+        self._counts[kind] += 1
+        self._views.pop("counts", None)
+        if kind == "message":
+            self._append_slot(event["role"], event)
+        elif kind == "function_call":
+            call_id = event["call_id"]
+            if call_id in self._answered:
+                self._append_slot("assistant", event)
+            else:
+                self._inactive[len(self._slots)] = call_id
+                self._calls_by_id.setdefault(call_id, []).append(len(self._slots))
+                self._slots.append(("assistant", event))
+        elif kind == "function_call_result":
+            call_id = event["call_id"]
+            self._answered.add(call_id)
+            for slot in self._calls_by_id.pop(call_id, ()):
+                self._activate(slot)
+            self._append_slot("user", event)
+        elif kind == "file-history-snapshot":
+            self._snapshots[event["path"]] = event["sha256"]
+            self._views.pop("snapshots", None)
+        elif kind == "ai-title":
+            self.title = event["title"]
+
+    def _append_slot(self, role: str, event: Mapping[str, Any]) -> None:
+        self._slots.append((role, event))
+        if role != self._last_role:
+            self._messages += 1
+            self._last_role = role
+
+    def _active_role(self, slot: int, step: int) -> str | None:
+        """The role of the nearest active slot from ``slot`` in direction ``step``."""
+        while 0 <= slot < len(self._slots):
+            if slot not in self._inactive:
+                return self._slots[slot][0]
+            slot += step
+        return None
+
+    def _activate(self, slot: int) -> None:
+        """A call's result arrived: its tool_use block joins the fold where the call was."""
+        del self._inactive[slot]
+        role = self._slots[slot][0]
+        before, after = self._active_role(slot - 1, -1), self._active_role(slot + 1, 1)
+        if after is None:  # it is now the last active slot
+            self._last_role = role
+        if before is None and after is None:
+            self._messages += 1
+        else:
+            self._messages += ((before is not None and before != role)
+                               + (after is not None and after != role)
+                               - (before is not None and after is not None and before != after))
+
+    def window(self, max_items: int) -> ReplayWindow:
+        """The last ``max_items`` folded messages, with :func:`replay_window`'s rules."""
+        window: list[dict[str, Any]] = []  # newest first, blocks newest first
+        slot = len(self._slots) - 1
+        while slot >= 0:
+            if slot not in self._inactive:
+                role, event = self._slots[slot]
+                if not window or window[-1]["role"] != role:
+                    if len(window) == max_items:
+                        break
+                    window.append({"role": role, "content": []})
+                window[-1]["content"].append(_content_block(event))
+            slot -= 1
+        window.reverse()
+        for message in window:
+            message["content"].reverse()
+        total = self._messages
+        while window and _strip_tool_results(window[0]):
+            window.pop(0)  # a window never starts with an orphaned tool result
+        return ReplayWindow(tuple(_plain(message) for message in window), total - len(window))
+
+    def pending_tool_calls(self) -> tuple[str, ...]:
+        return tuple(self._inactive.values())  # slot order: dicts keep insertion order
+
+    def counts(self) -> Mapping[str, int]:
+        return self._view("counts", self._counts)
+
+    def file_snapshots(self) -> Mapping[str, str]:
+        return self._view("snapshots", self._snapshots)
+
+    def _view(self, name: str, source: Mapping[str, Any]) -> Mapping[str, Any]:
+        view = self._views.get(name)
+        if view is None:
+            view = self._views[name] = MappingProxyType(dict(sorted(source.items())))
+        return view
 
 
 def _strip_tool_results(message: dict[str, Any]) -> bool:

@@ -124,3 +124,44 @@ def publish_first_journal(session_dir):
             return result
 
     return PublishFirst(session_dir, clock=FixedClock(NOW))
+
+
+def headless_journal(session_dir):
+    """Trusts the hash chain alone: nothing anchors the journal's end (records cut off the
+    tail leave a valid, shorter chain)."""
+    from labmem.artifacts.leases import LeaseJournal
+
+    class Headless(LeaseJournal):
+        def _head_problem(self, head, *, strict):
+            return None
+
+    return Headless(session_dir, clock=FixedClock(NOW))
+
+
+def republishing_journal(session_dir):
+    """A retry of a pending publication runs the publisher again (prepare is a no-op)."""
+    from labmem.artifacts.leases import LeaseJournal, PublicationRejected
+
+    class Republishing(LeaseJournal):
+        def publish_reference(self, claim, publisher, *, verify=None):
+            self.prepare(claim)
+            try:
+                result = publisher(claim)
+            except PublicationRejected:
+                self.abort(claim.transaction_id)
+                raise
+            self.commit(claim.transaction_id)
+            return result
+
+    return Republishing(session_dir, clock=FixedClock(NOW))
+
+
+def symlink_following_externalizer(session_dir):
+    """Writes and reads through whatever ``tool-results/`` points at."""
+    from labmem.artifacts.externalize import ToolResultExternalizer
+
+    class Following(ToolResultExternalizer):
+        def check_confinement(self):
+            return None
+
+    return Following(session_dir, clock=FixedClock(NOW))

@@ -18,7 +18,7 @@ def test_every_case_passes_on_labmem(tmp_path):
     assert all(r.passed for r in results), [r for r in results if not r.passed]
     assert lines[-2] == f"Passed: {len(results)}/{len(results)}"
     data = json.loads(report.read_text())
-    assert data["passed"] == data["total"] == len(results) >= 9
+    assert data["passed"] == data["total"] == len(results) >= 12
 
 
 @pytest.mark.parametrize("name, run", [
@@ -38,6 +38,12 @@ def test_every_case_passes_on_labmem(tmp_path):
     ("lease_publication_crash",
      lambda d: resilience.lease_publication_crash(
          d, "tests.resilience_doubles:publish_first_journal")),
+    ("lease_journal_truncation",
+     lambda d: resilience.lease_journal_truncation(d, doubles.headless_journal)),
+    ("publish_retry_after_unknown_outcome",
+     lambda d: resilience.publish_retry_after_unknown_outcome(d, doubles.republishing_journal)),
+    ("symlinked_tool_results",
+     lambda d: resilience.symlinked_tool_results(d, doubles.symlink_following_externalizer)),
 ])
 def test_each_case_fails_against_a_broken_double(tmp_path, name, run):
     result = run_case(name, run, tmp_path)

@@ -19,7 +19,8 @@ Two phases, because time passes between looking and deleting:
    between is reported as a race, a reference published after planning wins, and a
    second apply finds nothing left to do.
 
-Plans and reports name files relative to ``tool-results/`` only; no paths.
+Plans and reports name files relative to ``tool-results/`` only; no paths. Both phases
+refuse (``ArtifactAccessError``) a session whose ``tool-results/`` leaves it.
 """
 
 from __future__ import annotations
@@ -301,6 +302,9 @@ def apply_cleanup(plan: CleanupPlan, *, journal: LeaseJournal,
     deleted, referenced, races, gone = [], [], [], []
     freed = 0
     with journal.locked():  # no lease can be prepared while we check and delete
+        # a tool-results/ swapped for a symlink since planning would aim the deletions
+        # outside the session: ArtifactAccessError, nothing deleted
+        ToolResultExternalizer(journal.session_dir).check_confinement()
         claims = _claims_by_filename(journal)
         for decision in plan.to_delete:
             name = decision.filename

@@ -16,6 +16,13 @@ Three promises make the pointer trustworthy later:
 * **A reference is not a copy.** :meth:`ArtifactReference.for_memory` carries the
   summary, digest and source id — never the body and never a path. Every read
   re-checks the digest and stays inside the session's own ``tool-results/``.
+
+The session directory is the trusted root. Every write and every read first resolves the
+real path of what it touches under it (:meth:`ToolResultExternalizer.check_confinement`):
+a ``tool-results/``, manifest or manifest lock that is a symlink, or resolves anywhere but
+its own place in the session, is refused with :class:`ArtifactAccessError` before a byte
+is written or read — a symlinked ``tool-results/`` would otherwise send bodies, and
+cleanup's deletions, outside the session.
 """
 
 from __future__ import annotations
@@ -146,9 +153,7 @@ def format_source_id(session_id: str, filename: str, sha256: str) -> str:
 
 def parse_source_id(source_id: Any) -> tuple[str, str, str]:
     """(session, filename, sha256 prefix) of an artifact source id; refuses anything else."""
-    if not isinstance(source_id, str):
-        raise ArtifactValidationError("source_id",
-                                      f"must be a string, got {type(source_id).__name__}")
+    validated_as(ArtifactValidationError, require_text, source_id, "source_id")
     match = SOURCE_ID_PATTERN.fullmatch(source_id)
     if match is None:
         raise ArtifactValidationError(
@@ -296,12 +301,41 @@ class ToolResultExternalizer:
 
     # -- writing -----------------------------------------------------------------------
 
+    def check_confinement(self) -> None:
+        """Refuse a session whose artifact paths leave it; reads nothing, writes nothing.
+
+        ``tool-results/``, the manifest and the manifest's lock file must each be absent or
+        a real entry of this session (a directory, a file, a file) whose real path is its
+        own place under the session's real path — never a symlink, wherever it points.
+        """
+        root = os.path.realpath(self.session_dir)
+        manifest = self.session_dir / MANIFEST_NAME
+        for path, is_kind, kind in ((self.tool_results_dir, stat.S_ISDIR, "directory"),
+                                    (manifest, stat.S_ISREG, "file"),
+                                    (Path(f"{manifest}.lock"), stat.S_ISREG, "file")):
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(info.st_mode) or not is_kind(info.st_mode) \
+                    or os.path.realpath(path) != os.path.join(root, path.name):
+                raise ArtifactAccessError(
+                    f"{path.name}: is not a {kind} inside session {self.session_id!r} (a "
+                    "symlink or another place); artifacts stay inside their session, so "
+                    "nothing was written or read — replace it with a real "
+                    f"{kind} of the session")
+
     def externalize(self, output: str, tool_name: str, *,
                     summary: str | None = None) -> ExternalizedToolResult:
-        """Return the output inline when small, else write it and return a pointer."""
-        if not isinstance(output, str):
-            raise ArtifactValidationError("output",
-                                          f"must be a string, got {type(output).__name__}")
+        """Return the output inline when small, else write it and return a pointer.
+
+        Raises :class:`ArtifactAccessError`, having written nothing, when the session's
+        artifact paths leave the session (:meth:`check_confinement`).
+        """
+        # everything the body and its manifest line hold is validated before the first
+        # byte is written: a lone surrogate would otherwise fail the manifest line's
+        # encoding after the body was already on disk
+        validated_as(ArtifactValidationError, require_text, output, "output", allow_blank=True)
         if not isinstance(tool_name, str) or not TOOL_NAME_PATTERN.fullmatch(tool_name):
             raise ArtifactValidationError(
                 "tool_name", f"is not a tool name: {tool_name!r}",
@@ -312,15 +346,17 @@ class ToolResultExternalizer:
             summary = " ".join(summary.split())
         if not self.policy.should_externalize(output, tool_name):
             return ExternalizedToolResult(output, None)
+        summary = summary or _default_summary(output, tool_name, len(output))
+        self.check_confinement()  # before the lock: not even a lock file is created
         body = output.encode("utf-8")
         sha256 = hashlib.sha256(body).hexdigest()
         created_at = self.clock.now()
         with self._manifest.locked():
-            self._refresh()
+            self._refresh()  # checks the confinement again, under the lock
             filename = self._write_body(tool_name, sha256, body)
             reference = ArtifactReference(
                 filename=filename,
-                summary=summary or _default_summary(output, tool_name, len(output)),
+                summary=summary,
                 byte_size=len(body), char_count=len(output), sha256=sha256,
                 source=MemorySource(format_source_id(self.session_id, filename, sha256),
                                     SOURCE_TYPE, f"{tool_name} output", created_at),
@@ -332,6 +368,7 @@ class ToolResultExternalizer:
     def _write_body(self, tool_name: str, sha256: str, body: bytes) -> str:
         """Create the body exclusively; skip any name already on disk (never overwrite)."""
         self.tool_results_dir.mkdir(parents=True, exist_ok=True)
+        self.check_confinement()  # a symlink planted since the last check is refused too
         sequence = len(self._by_name) + 1
         while True:
             filename = f"{sequence:06d}-{tool_name}-{sha256[:DIGEST_PREFIX_HEX]}.txt"
@@ -373,6 +410,7 @@ class ToolResultExternalizer:
     # -- reading -----------------------------------------------------------------------
 
     def _refresh(self) -> None:
+        self.check_confinement()  # every read and write of the manifest starts here
         for reference in self._manifest.refresh():
             self._by_name[reference.filename] = reference
 

@@ -17,6 +17,19 @@ what really happened.
 The journal is append-only JSONL; each record carries the SHA-256 of the previous
 one (a hash chain), so an edited or removed record is detected on the next read,
 while a torn (unterminated) tail from a crashed writer is ignored and cut off.
+
+A chain has no anchor for its *end*: cutting the last records off leaves a valid,
+shorter chain (and a committed lease whose records went is simply gone). So every
+append is followed by an atomically replaced **chain head** (``leases.head.json``: how
+many records, and the hash of the last). On every read the journal's end must reach the
+head — it may be one record ahead, the trace of a crash between the append and the head
+write — otherwise the journal is refused as truncated. Recovery is explicit: restore
+the journal from a backup, or accept the loss with :meth:`LeaseJournal.reanchor` and
+re-publish the references the memory still holds.
+
+Publishing twice is refused too: :meth:`LeaseJournal.publish_reference` after a failure
+of unknown outcome finds the lease still PREPARED and raises :class:`LeasePendingError`
+without running the publisher again; :meth:`LeaseJournal.reconcile_pending` settles it.
 """
 
 from __future__ import annotations
@@ -36,12 +49,13 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from labmem.artifacts.externalize import parse_source_id
 from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError
-from labmem.core.storage import JsonlLog
+from labmem.core.storage import JsonlLog, read_snapshot, write_snapshot
 
 __all__ = [
     "LeaseCorruptionError",
     "LeaseJournal",
     "LeaseJournalError",
+    "LeasePendingError",
     "LeasePhase",
     "LeaseRecovery",
     "LeaseTransitionError",
@@ -55,7 +69,10 @@ __all__ = [
 ]
 
 JOURNAL_NAME = "leases.jsonl"
+HEAD_NAME = "leases.head.json"
+HEAD_FORMAT = "labmem.lease-journal-head/v1"
 GENESIS = "0" * 64
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 TRANSACTION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 T = TypeVar("T")
 
@@ -72,8 +89,17 @@ class LeaseTransitionError(LeaseJournalError):
     """The requested phase change is not allowed from the lease's current phase."""
 
 
+class LeasePendingError(LeaseTransitionError):
+    """A publication of this transaction already ran and its outcome is unknown.
+
+    The lease is still PREPARED (and protecting); running the publisher again could make
+    the memory hold the reference twice. Settle it with ``reconcile_pending`` first.
+    """
+
+
 class LeaseCorruptionError(LeaseJournalError, CorruptionError):
-    """A complete journal line was edited, reordered or breaks the state machine."""
+    """A complete journal line was edited, reordered or breaks the state machine, or the
+    journal's end does not reach its chain head (records were cut off)."""
 
 
 class PublicationRejected(LabmemError):
@@ -246,6 +272,8 @@ class LeaseJournal:
                              corruption_error=LeaseCorruptionError, **kwargs)
         self._leases: dict[str, RetentionLease] = {}
         self._last_hash = GENESIS
+        self._hashes: list[str] = []  # the hash of every record folded, in order
+        self._head_path = self.session_dir / HEAD_NAME
 
     # -- reading: fold the chain -------------------------------------------------------
 
@@ -275,19 +303,105 @@ class LeaseJournal:
         lease = RetentionLease(claim, phase, at, obj.get("sealed_generation"))
         self._leases[claim.transaction_id] = lease
         self._last_hash = obj["hash"]
+        self._hashes.append(obj["hash"])
         return lease
 
-    def refresh(self) -> None:
-        """Catch up with records appended (by any process) since the last read.
-
-        A bad line rolls the fold back, so it is reported again (same line) next time.
-        """
-        leases, last_hash = dict(self._leases), self._last_hash
+    def _fold(self) -> None:
+        """Fold the records appended since the last read; a bad line rolls the fold back,
+        so it is reported again (same line) next time."""
+        leases, last_hash, folded = dict(self._leases), self._last_hash, len(self._hashes)
         try:
             self._log.refresh()
         except LeaseJournalError:
             self._leases, self._last_hash = leases, last_hash
+            del self._hashes[folded:]
             raise
+
+    # -- the chain head: an anchor for the journal's end ----------------------------------
+
+    def _read_head(self) -> tuple[int, str] | None:
+        """``(records, hash of the last)`` from the chain head, or None when there is none."""
+        document = read_snapshot(self._head_path, corruption_error=LeaseCorruptionError)
+        if document is None:
+            return None
+        records = document.get("records") if isinstance(document, dict) else None
+        last = document.get("hash") if isinstance(document, dict) else None
+        if (not isinstance(document, dict) or document.get("format") != HEAD_FORMAT
+                or isinstance(records, bool) or not isinstance(records, int) or records < 1
+                or not isinstance(last, str) or not _SHA256.fullmatch(last)):
+            raise LeaseCorruptionError(HEAD_NAME, None, "not a valid chain head (expected "
+                                       f"format {HEAD_FORMAT!r}, records >= 1 and a hash)")
+        return records, last
+
+    def _head_problem(self, head: tuple[int, str] | None, *, strict: bool) -> str | None:
+        """Why the folded journal's end disagrees with ``head``; None when it agrees.
+
+        Under the lock (``strict``) no writer is between its append and its head write, so
+        the journal ends at the head or one record after it (a crash in that window).
+        Without the lock other writers may have appended since the head was read, so the
+        journal may be any number of records ahead; it may never be behind.
+        """
+        records = self._log.line_count
+        if head is None:
+            if records <= 1:  # nothing written yet, or a crash before the first head
+                return None
+            return (f"holds {records} records but its chain head ({HEAD_NAME}) is missing, "
+                    "so its end cannot be checked")
+        count, last = head
+        if records < count:
+            return (f"ends at record {records}, but its chain head ({HEAD_NAME}) says "
+                    f"{count} records were written: records were cut off its end")
+        if self._hashes[count - 1] != last:
+            return (f"record {count} does not have the hash its chain head ({HEAD_NAME}) "
+                    "recorded: the journal was rewritten")
+        if strict and records > count + 1:
+            return (f"holds {records} records but its chain head ({HEAD_NAME}) says {count}: "
+                    "records were appended without their head")
+        return None
+
+    def _refresh(self, *, strict: bool) -> None:
+        head = self._read_head()  # the head first: a head read before the log is never ahead
+        self._fold()
+        problem = self._head_problem(head, strict=strict)
+        if problem is not None and not strict:
+            with self._log.locked():  # perhaps a writer was between its append and its head
+                self._refresh(strict=True)
+            return
+        if problem is not None:
+            raise LeaseCorruptionError(
+                JOURNAL_NAME, None,
+                f"{problem}. A cut-off record may have been the lease that protected an "
+                "artifact: restore the journal from a backup, or accept the loss with "
+                "LeaseJournal(session).reanchor() and re-publish every reference the memory "
+                "still holds")
+
+    def _write_head(self) -> None:
+        write_snapshot(self._head_path, {"format": HEAD_FORMAT,
+                                         "records": self._log.line_count,
+                                         "hash": self._last_hash})
+
+    def refresh(self) -> None:
+        """Catch up with records appended (by any process) since the last read.
+
+        A bad line rolls the fold back, so it is reported again (same line) next time; a
+        journal whose end does not reach its chain head is refused on every read.
+        """
+        self._refresh(strict=False)
+
+    def reanchor(self) -> LeaseRecovery:
+        """Accept the journal as it is now and write its chain head at its end.
+
+        The recovery step after a truncation was reported and no backup exists: the chain
+        itself must still verify (an edited record is never accepted). Leases whose records
+        were cut off are gone — re-publish the references the memory still holds.
+        """
+        with self._log.locked():
+            self._fold()
+            if self._log.line_count:
+                self._write_head()
+            else:
+                self._head_path.unlink(missing_ok=True)
+            return self.recover()
 
     def leases(self) -> dict[str, RetentionLease]:
         """transaction id → current lease, after catching up."""
@@ -312,14 +426,23 @@ class LeaseJournal:
 
     def _transition(self, transaction_id: str, phase: LeasePhase, *,
                     claim: RetentionClaim | None = None,
-                    sealed_generation: int | None = None) -> RetentionLease:
+                    sealed_generation: int | None = None,
+                    fresh: bool = False) -> RetentionLease:
+        """Append one phase change under the lock. ``fresh``: the lease must not be in
+        ``phase`` already (a publication never re-runs on a pending lease)."""
         with self._log.locked():
-            self.refresh()
+            self._refresh(strict=True)
             current = self._leases.get(transaction_id)
             if claim is not None and current is not None and current.claim != claim:
                 raise LeaseTransitionError(
                     f"transaction_id: {transaction_id!r} already claims another artifact "
                     f"({current.claim.source_id}); use a new transaction id")
+            if fresh and current is not None and current.phase is phase:
+                raise LeasePendingError(
+                    f"transaction_id: {transaction_id!r} is already {phase.value}: an earlier "
+                    "publication's outcome is unknown (its publisher failed or is still "
+                    "running), so the publisher was not called again; settle it with "
+                    "reconcile_pending(owner) first")
             if current is not None and current.phase is phase:
                 return current  # repeating the current phase is a no-op (safe retry)
             if phase not in TRANSITIONS[current.phase if current else None]:
@@ -341,10 +464,15 @@ class LeaseJournal:
                                    sealed_generation)
             self._leases[transaction_id] = lease
             self._last_hash = record["hash"]
+            self._hashes.append(record["hash"])
+            self._write_head()  # a crash before this leaves the head one record behind
             return lease
 
     def prepare(self, claim: RetentionClaim) -> RetentionLease:
         """Durably record the intent to publish ``claim`` (it protects from now on)."""
+        return self._prepare(claim)
+
+    def _prepare(self, claim: RetentionClaim, *, fresh: bool = False) -> RetentionLease:
         if not isinstance(claim, RetentionClaim):
             raise LeaseValidationError("claim", f"must be a RetentionClaim, got "
                                        f"{type(claim).__name__}")
@@ -353,7 +481,8 @@ class LeaseJournal:
             raise LeaseValidationError(
                 "claim.source_id", f"names session {session!r}, not this journal's session "
                 f"{self.session_dir.name!r}", "record the lease in the artifact's own session")
-        return self._transition(claim.transaction_id, LeasePhase.PREPARED, claim=claim)
+        return self._transition(claim.transaction_id, LeasePhase.PREPARED, claim=claim,
+                                fresh=fresh)
 
     def commit(self, transaction_id: str) -> RetentionLease:
         return self._transition(self._require_known(transaction_id), LeasePhase.COMMITTED)
@@ -383,7 +512,9 @@ class LeaseJournal:
         ``PublicationRejected`` from the publisher means "definitely not written":
         the lease is aborted and the exception re-raised. Any other failure means
         "we do not know": the lease stays PREPARED (still protecting) and the error
-        propagates, for :meth:`reconcile_pending` to settle later.
+        propagates, for :meth:`reconcile_pending` to settle later. Until then a retry
+        with the same transaction raises :class:`LeasePendingError`, writes nothing and
+        does not call the publisher (the memory may hold the reference already).
 
         ``verify`` (e.g. ``externalizer.verify``) re-checks the artifact *after* the
         lease protects it: a cleanup that ran just before the prepare cannot leave
@@ -394,7 +525,7 @@ class LeaseJournal:
             raise LeaseValidationError("publisher", "must be callable with the claim")
         if verify is not None and not callable(verify):
             raise LeaseValidationError("verify", "must be callable with the source id")
-        self.prepare(claim)
+        self._prepare(claim, fresh=True)
         if verify is not None:
             try:
                 verify(claim.source_id)

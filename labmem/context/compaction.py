@@ -29,15 +29,14 @@ from __future__ import annotations
 import copy
 import json
 import math
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from html import escape
 from typing import Any
 
 from labmem.core.clock import format_timestamp, parse_timestamp
 from labmem.core.errors import InvalidInputError, LabmemError
+from labmem.core.render import BlockFormat, fixed, join_lines, require_choice, require_sha256
 from labmem.core.text import MESSAGE_ENVELOPE_TOKENS, estimate_tokens
 from labmem.core.validation import require_int, require_text
 
@@ -46,7 +45,8 @@ __all__ = [
     "RetrievalEvidence", "ToolProtocolError", "MessageViewLimitExceeded", "CompactionError",
     "close_tool_pairs", "compact_context", "render_durable_context", "estimate_messages_tokens",
     "validate_tool_protocol", "run_layer", "LAYERS", "LAYER_ACTIONS", "LayerStep",
-    "compaction_steps", "MessageOutline", "outline_messages",
+    "compaction_steps", "MessageOutline", "outline_messages", "DURABLE_FORMAT",
+    "SOURCE_STATUSES",
 ]
 
 LAYERS = ("tool_result_truncation", "file_read_dedup", "turn_pruning", "conversation_summary")
@@ -607,15 +607,18 @@ def outline_messages(messages: Sequence[Message]) -> tuple[MessageOutline, ...]:
 # -- rendering the durable state -------------------------------------------------------
 
 
-def _one_line(text: str) -> str:
-    """Escape markup and every control/separator character, so nothing can start a line."""
-    out = []
-    for char in escape(text, quote=True):
-        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    return "".join(out)
+#: The durable context's line format, ``- [fact ID] text (source=…; …; source_status=…)``:
+#: stored text never prints a raw ``[``, ``]`` or ``=`` (so it cannot close an item's head,
+#: open another item, or forge an attribute or a status marker), markup is escaped, and
+#: line breaks and control characters become ``\\uXXXX`` (:mod:`labmem.core.render`).
+DURABLE_FORMAT = BlockFormat("durable_context", reserved="[]=", markup=True)
+#: The five states of a source resolution (:class:`~labmem.context.sources.SourceResolution`).
+SOURCE_STATUSES = ("available", "missing", "denied", "corrupt", "unsupported")
+
+
+def _one_line(text: str, field: str = "text") -> str:
+    """Stored text as one field of a durable-context line (see :data:`DURABLE_FORMAT`)."""
+    return DURABLE_FORMAT.text(text, field)
 
 
 def _status(pointer: str, resolutions: Mapping[str, Any] | None) -> str:
@@ -627,12 +630,28 @@ def _status(pointer: str, resolutions: Mapping[str, Any] | None) -> str:
     return f"source_status={resolution.status}; evidence_unavailable=true"
 
 
+def _check_resolution(index: int, resolution: Any) -> None:
+    """A resolution prints a status and maybe a digest: both must be ones the format knows.
+
+    The resolution type itself stays permissive (tests and callers build their own); what
+    is printed is checked here: a status that is not one of the five, or a digest that is
+    not a full SHA-256 (a newline in it would start a forged line), is refused.
+    """
+    where = f"source_resolutions[{index}]"
+    status = require_choice(getattr(resolution, "status", None), f"{where}.status",
+                            SOURCE_STATUSES)
+    digest = getattr(resolution, "evidence_sha256", None)
+    if status == "available" or digest is not None:
+        require_sha256(digest, f"{where}.evidence_sha256")
+
+
 def _index_resolutions(state: DurableContextState,
                        source_resolutions: Sequence[Any] | None) -> Mapping[str, Any] | None:
     if source_resolutions is None:
         return None
     by_pointer: dict[str, Any] = {}
-    for resolution in source_resolutions:
+    for index, resolution in enumerate(source_resolutions):
+        _check_resolution(index, resolution)
         pointer = getattr(resolution, "pointer", None)
         if pointer in by_pointer:
             raise InvalidInputError("source_resolutions", f"{pointer!r} is resolved twice")
@@ -651,28 +670,38 @@ def _index_resolutions(state: DurableContextState,
 def render_durable_context(state: DurableContextState,
                            source_resolutions: Sequence[Any] | None = None) -> str:
     """The durable state as a prompt block: one escaped line per item, with its source
-    pointer and whether that source was verified for *this* assembly."""
+    pointer and whether that source was verified for *this* assembly.
+
+    Stored text is printed through :data:`DURABLE_FORMAT`, so no content, id or pointer can
+    produce a line, an item head, an attribute or a status marker. Each resolution must
+    have one of the five :data:`SOURCE_STATUSES` and, when it prints a digest, a full
+    SHA-256; anything else raises :class:`~labmem.core.errors.InvalidInputError`.
+    """
     if not isinstance(state, DurableContextState):
         raise InvalidInputError("state", "must be a DurableContextState")
     resolved = _index_resolutions(state, source_resolutions)
     lines = ["<durable_context>", "confirmed facts:"]
     for f in state.facts:
-        lines.append(f"- [fact {_one_line(f.fact_id)}] {_one_line(f.content)} "
-                     f"(source={_one_line(f.source_pointer)}; "
+        lines.append(f"- [fact {_one_line(f.fact_id, 'fact.fact_id')}] "
+                     f"{_one_line(f.content, 'fact.content')} "
+                     f"(source={_one_line(f.source_pointer, 'fact.source_pointer')}; "
                      f"last_confirmed_at={format_timestamp(f.last_confirmed_at)}; "
                      f"{_status(f.source_pointer, resolved)})")
     lines.append("pending items (open until their source says otherwise):")
     for p in state.pending_items:
-        lines.append(f"- [pending {_one_line(p.item_id)}] {_one_line(p.description)} "
-                     f"(source={_one_line(p.source_pointer)}; "
+        lines.append(f"- [pending {_one_line(p.item_id, 'pending.item_id')}] "
+                     f"{_one_line(p.description, 'pending.description')} "
+                     f"(source={_one_line(p.source_pointer, 'pending.source_pointer')}; "
                      f"last_confirmed_at={format_timestamp(p.last_confirmed_at)}; "
                      f"{_status(p.source_pointer, resolved)})")
     lines.append("retrieval evidence:")
     for e in state.retrieval_evidence:
-        conflict = "" if e.conflict_key is None else f"; conflict_key={_one_line(e.conflict_key)}"
-        lines.append(f"- [memory {_one_line(e.memory_id)}] rank={e.rank} score={e.score:.6f} "
-                     f"(source={_one_line(e.source_pointer)}; "
+        conflict = ("" if e.conflict_key is None
+                    else f"; conflict_key={_one_line(e.conflict_key, 'evidence.conflict_key')}")
+        lines.append(f"- [memory {_one_line(e.memory_id, 'evidence.memory_id')}] "
+                     f"rank={e.rank} score={fixed(e.score, 'evidence.score')} "
+                     f"(source={_one_line(e.source_pointer, 'evidence.source_pointer')}; "
                      f"captured_at={format_timestamp(e.captured_at)}{conflict}; "
                      f"{_status(e.source_pointer, resolved)})")
     lines.append("</durable_context>")
-    return "\n".join(lines)
+    return join_lines(lines, "durable_context")

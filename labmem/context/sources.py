@@ -32,13 +32,14 @@ from labmem.artifacts import (
     ArtifactMissingError,
     ToolResultExternalizer,
 )
+from labmem.context.compaction import SOURCE_STATUSES
 from labmem.core.errors import InvalidInputError
 from labmem.core.provenance import SESSION_ID_PATTERN
 from labmem.transcript import Transcript, TranscriptCorruptionError
 
 __all__ = ["SourcePointerResolver", "SourceResolution", "STATUSES"]
 
-STATUSES = ("available", "missing", "denied", "corrupt", "unsupported")
+STATUSES = SOURCE_STATUSES  # the renderer of the durable context prints exactly these
 _SESSION = SESSION_ID_PATTERN.pattern
 _TRANSCRIPT = re.compile(rf"transcript:({_SESSION}):([1-9][0-9]*)")
 _ARTIFACT = re.compile(rf"artifact:({_SESSION}):([^:/\\]+):([0-9a-f]{{12}}|[0-9a-f]{{64}})")
@@ -128,6 +129,10 @@ class SourcePointerResolver:
         if not _inside(session_dir, self.artifact_root):
             return result("denied", "the session directory leaves the trusted root")
         externalizer = ToolResultExternalizer(session_dir)
+        try:  # every component under the session, resolved: tool-results/, the manifest
+            externalizer.check_confinement()
+        except ArtifactAccessError:
+            return result("denied", "the artifact paths leave the session (a symlink)")
         try:
             recorded = externalizer.recorded(filename)
             if recorded is None:

@@ -23,6 +23,23 @@ SCOPE_DIGEST_LENGTH = 16
 # A session id names a transcript file (s09) and an artifact directory (s13), and sits
 # inside source pointers: letters, digits, '.', '_' and '-', never a path separator.
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# An opaque id one layer hands another, such as a transcript event id
+# ``transcript:<session>:<n>``: the session id's characters plus ':' (the characters of a
+# memory id or a lease transaction id), 1-200 of them, starting with a letter or digit —
+# no spaces, no path separators, nothing a prompt block has to escape.
+OPAQUE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+
+
+def require_opaque_id(value: Any, field: str) -> str:
+    """``value`` if it is an opaque id (:data:`OPAQUE_ID_PATTERN`); else a refusal naming
+    ``field``."""
+    if not isinstance(value, str) or not OPAQUE_ID_PATTERN.fullmatch(value):
+        shown = value if not isinstance(value, str) else value[:120]
+        raise InvalidInputError(
+            field, f"is not an id: {shown!r}",
+            "pass the id as it was issued (e.g. a transcript event id 'transcript:s1:3'): "
+            "1-200 letters, digits, '.', '_', ':' or '-', starting with a letter or digit")
+    return value
 
 
 def scope_digest(owner_id: str, *, field: str = "owner_id") -> str:

@@ -26,14 +26,19 @@ class UnsupportedOperationError(MemoryServiceError):
 
 
 class RecordNotFoundError(MemoryServiceError, KeyError):
-    """No visible record has this id (it never existed, or it was forgotten)."""
+    """No visible record has this id in the caller's scope.
+
+    It never existed, it was forgotten, or it belongs to another scope: one answer for all
+    three, so ids cannot be used to probe or count another scope's records.
+    """
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
 
 
 class MemoryScopeError(MemoryServiceError, ScopeError):
-    """The record belongs to another scope than the caller's."""
+    """A scope rule was broken. Not raised for a lookup by id: another scope's id is
+    answered with :class:`RecordNotFoundError`, exactly like a missing one."""
 
 
 class MemoryCorruptionError(MemoryServiceError, CorruptionError):

@@ -154,7 +154,13 @@ class ContextMMU:
             raise MmuValidationError("half_life", f"must be a positive timedelta, got "
                                                   f"{half_life!r}")
         self.half_life = half_life
-        self.shared_scopes = tuple(shared_scopes)
+        if isinstance(shared_scopes, str) or not isinstance(shared_scopes, (tuple, list)):
+            raise MmuValidationError("shared_scopes", "must be a tuple of scope strings, got "
+                                     f"{type(shared_scopes).__name__}",
+                                     "pass e.g. ('global',), or () for none")
+        self.shared_scopes = tuple(
+            validated_as(MmuValidationError, require_text, scope, f"shared_scopes[{i}]")
+            for i, scope in enumerate(shared_scopes))
         self.shared_scope_factor = clamp01(shared_scope_factor)
         self.clock = resolve_clock(clock)
         self.cache = RepresentationCache()
@@ -389,6 +395,7 @@ class ContextMMU:
 
     # -- explicit loads, pins, reads ---------------------------------------------------
     def _page(self, record_id: str, scope: str) -> Page:
+        validated_as(MmuValidationError, require_text, record_id, "record_id")
         allowed = self._scopes(scope)
         self.sync()
         page = self.pages.get(record_id)
@@ -399,6 +406,9 @@ class ContextMMU:
 
     def load(self, record_id: str, *, scope: str, level: Level = Level.L2) -> bool:
         """Promote one page explicitly (same budget rules as recall); False if rejected."""
+        if not isinstance(level, Level):
+            raise MmuValidationError("level", f"must be a Level, got {level!r}",
+                                     "pass Level.L0, Level.L1 or Level.L2")
         page = self._page(record_id, scope)
         if page.residency is Residency.HOT or (page.residency is Residency.WARM
                                                and level is not Level.L2):

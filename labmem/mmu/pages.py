@@ -10,6 +10,12 @@ A page is derived from a canonical :class:`MemoryRecord`, never the other way ro
 Derived texts live in a :class:`RepresentationCache` keyed by
 ``(scope, record_id, content_hash, level, REPRESENTATION_VERSION)``: editing a record
 changes its hash, so an old overview can never be served for the new text.
+
+L0 and L1 have a shape (a ``[type]`` head; a title line, an attribute line and an excerpt
+line), so the stored title and text are printed through :data:`PAGE_FORMAT`
+(:mod:`labmem.core.render`): a title holding a newline cannot forge the attribute line, and
+no control or bidirectional-override character reaches the context raw. L2 is the record's
+text itself, byte for byte (the pages' recovery checks its length and SHA-256).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from datetime import datetime
 from enum import Enum
 from types import MappingProxyType
 
+from labmem.core.render import BlockFormat, fixed, join_lines
 from labmem.core.text import collapse_whitespace, estimate_tokens, extract_terms
 from labmem.mmu.records import MemoryRecord
 
@@ -27,6 +34,9 @@ REPRESENTATION_VERSION = 1
 L0_MAX_CHARS = 80
 L1_EXCERPT_CHARS = 160
 ELLIPSIS = "…"
+#: L0 / L1 are positional (which line, which head), so no character is reserved: line
+#: breaks, controls and format characters are escaped, ordinary text is printed as it is.
+PAGE_FORMAT = BlockFormat("mmu_page")
 
 
 class Level(Enum):
@@ -63,19 +73,24 @@ def cut_excerpt(text: str, limit: int) -> str:
 
 def derive_l0(record: MemoryRecord) -> str:
     """One line: type and title."""
-    return cut_excerpt(f"[{record.memory_type}] {record.title}", L0_MAX_CHARS)
+    return PAGE_FORMAT.text(cut_excerpt(f"[{record.memory_type}] {record.title}",
+                                        L0_MAX_CHARS), "title")
 
 
 def derive_l1(record: MemoryRecord) -> str:
     """A deterministic overview — no model call, so the same record always gives the same text.
 
-    Lossy on purpose: a negation, number or exception past the excerpt is *gone*.
+    Three lines: the title, the attributes, a bounded excerpt of the text. Lossy on
+    purpose: a negation, number or exception past the excerpt is *gone*.
     """
-    return (f"{record.title}\n"
-            f"type={record.memory_type} status={record.status} "
-            f"importance={record.importance:.2f} confidence={record.confidence:.2f} "
-            f"source={record.source_kind} v{record.version}\n"
-            f"{cut_excerpt(record.text, L1_EXCERPT_CHARS)}")
+    return join_lines([
+        PAGE_FORMAT.text(record.title, "title"),
+        f"type={record.memory_type} status={record.status} "
+        f"importance={fixed(record.importance, 'importance', 2)} "
+        f"confidence={fixed(record.confidence, 'confidence', 2)} "
+        f"source={record.source_kind} v{record.version}",
+        PAGE_FORMAT.text(cut_excerpt(record.text, L1_EXCERPT_CHARS), "text"),
+    ], "mmu_page")
 
 
 def derive_l2(record: MemoryRecord) -> str:

@@ -101,8 +101,8 @@ class MemoryRecord:
         validated_as(check, require_text, self.origin_key, "origin_key", max_chars=200)
         if isinstance(self.evidence, str) or not isinstance(self.evidence, Sequence):
             raise MemoryValidationError("evidence", "must be a list of evidence ids")
-        for item in self.evidence:
-            validated_as(check, require_text, item, "evidence[]", max_chars=200)
+        for i, item in enumerate(self.evidence):
+            validated_as(check, require_text, item, f"evidence[{i}]", max_chars=200)
         object.__setattr__(self, "evidence", tuple(self.evidence))
         if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
             raise MemoryValidationError("version", f"must be an int >= 1, got {self.version!r}")

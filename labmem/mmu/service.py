@@ -29,13 +29,14 @@ from labmem.core.text import extract_terms, normalize_text
 from labmem.core.validation import require_int, require_text
 from labmem.mmu.errors import (
     MemoryCorruptionError,
-    MemoryScopeError,
     MemoryValidationError,
     RecordNotFoundError,
     ServiceClosedError,
     UnsupportedOperationError,
 )
 from labmem.mmu.records import (
+    MAX_TEXT_CHARS,
+    MAX_TITLE_CHARS,
     MEMORY_TYPES,
     SOURCE_KINDS,
     MemoryRecord,
@@ -101,6 +102,9 @@ class FileMemoryService:
             corruption_error=MemoryCorruptionError, lock_factory=lock_factory)
         self._records: dict[str, MemoryRecord] = {}
         self._origin: dict[tuple[str, str], str] = {}  # (scope, origin_key) -> current id
+        # (scope, origin_key) -> the archived record of a forgotten origin: the tombstone
+        # that keeps a replayed remember from writing the forgotten memory again
+        self._forgotten: dict[tuple[str, str], str] = {}
         self._index: dict[str, set[str]] = defaultdict(set)  # term -> visible record ids
         self._history: list[str] = []  # record id written by each log line, in order
         self._closed = False
@@ -128,8 +132,11 @@ class FileMemoryService:
         key = (record.scope, record.origin_key)
         if record.status in ("provisional", "trusted"):
             self._origin[key] = record.record_id
+            self._forgotten.pop(key, None)
         elif self._origin.get(key) == record.record_id:
             del self._origin[key]
+        if record.status == "archived" and key not in self._origin:
+            self._forgotten[key] = record.record_id
         if record.visible:
             for term in extract_terms(record.title + "\n" + record.text):
                 self._index[term].add(record.record_id)
@@ -148,15 +155,19 @@ class FileMemoryService:
         return memory_type
 
     def _visible(self, record_id: str, scope: str) -> MemoryRecord:
+        """The visible record ``record_id`` of ``scope``.
+
+        A missing id, a forgotten one and another scope's id get the very same error, so a
+        caller cannot tell them apart: another scope's records can be neither probed nor
+        counted by id.
+        """
         validated_as(MemoryValidationError, require_text, record_id, "record_id")
         validated_as(MemoryValidationError, require_text, scope, "scope")
         record = self._records.get(record_id)
-        if record is None or not record.visible:
-            raise RecordNotFoundError(f"record_id {record_id!r}: no such record in memory "
-                                      "(never written, or forgotten)")
-        if record.scope != scope:
-            raise MemoryScopeError(f"record_id {record_id!r} belongs to another scope; "
-                                   "recall it with its owner's scope")
+        if record is None or not record.visible or record.scope != scope:
+            raise RecordNotFoundError(f"record_id {record_id!r}: no such record in scope "
+                                      f"{scope!r} (never written, forgotten, or not this "
+                                      "scope's)")
         return record
 
     # -- the six operations ------------------------------------------------------------
@@ -170,6 +181,9 @@ class FileMemoryService:
         raised, ``trusted`` once a second independent evidence id confirms it). Same
         evidence again: an idempotent retry, returned unchanged. Same origin key with
         different text: the old record becomes ``contradicted``, the new one is written.
+        An origin key whose record was forgotten keeps a tombstone: remembering it again
+        (a replayed write) returns the archived record, status ``archived``, and writes
+        nothing — a forget is not undone by replaying the write that created the memory.
         """
         self._open()
         self._require_type(memory_type)
@@ -180,11 +194,23 @@ class FileMemoryService:
         for name, value in (("importance", importance), ("confidence", confidence),
                             ("utility", utility), ("salience", salience)):
             require_unit(value, name)
+        # every field is checked before it is used as a key or written: a scope given as a
+        # list would otherwise escape as a TypeError from the origin lookup
+        for name, value, limit in (("scope", scope, 100), ("origin_key", origin_key, 200),
+                                   ("title", title, MAX_TITLE_CHARS),
+                                   ("text", text, MAX_TEXT_CHARS)):
+            validated_as(MemoryValidationError, require_text, value, name, max_chars=limit)
+        for i, item in enumerate(evidence):
+            validated_as(MemoryValidationError, require_text, item, f"evidence[{i}]",
+                         max_chars=200)
         with self._log.locked():
             self._catch_up()
             now = self.clock.now()
             current_id = self._origin.get((scope, origin_key))
             current = self._records.get(current_id) if current_id else None
+            forgotten = self._forgotten.get((scope, origin_key))
+            if current is None and forgotten is not None:
+                return self._records[forgotten]  # the tombstone answers; nothing is written
             if current is not None and normalize_text(current.text) == normalize_text(text):
                 new_evidence = [e for e in dict.fromkeys(evidence) if e not in current.evidence]
                 if not new_evidence:
@@ -212,9 +238,12 @@ class FileMemoryService:
                evidence: Sequence[str]) -> MemoryRecord:
         """Correct a record's text in place (same id, version + 1, new content hash)."""
         self._open()
-        validated_as(MemoryValidationError, require_text, text, "text")
+        validated_as(MemoryValidationError, require_text, text, "text", max_chars=MAX_TEXT_CHARS)
         if isinstance(evidence, str) or not isinstance(evidence, Sequence) or not evidence:
             raise MemoryValidationError("evidence", "a correction needs at least one evidence id")
+        for i, item in enumerate(evidence):
+            validated_as(MemoryValidationError, require_text, item, f"evidence[{i}]",
+                         max_chars=200)
         with self._log.locked():
             self._catch_up()
             current = self._visible(record_id, scope)

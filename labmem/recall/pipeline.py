@@ -26,7 +26,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from html import escape
 from types import MappingProxyType
 from typing import Any
 
@@ -35,6 +34,7 @@ import numpy as np
 from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.core.errors import InvalidInputError, validated_as
 from labmem.core.provenance import MemorySource
+from labmem.core.render import XML, count, fixed, join_lines
 from labmem.core.text import collapse_whitespace, normalize_text, term_frequencies
 from labmem.core.validation import require_int
 from labmem.recall.index import TermIndex, merge_postings, open_term_index, record_terms
@@ -502,19 +502,21 @@ class RecallEngine:
 # -- 5. render -----------------------------------------------------------------------
 
 
-def _attr(value: Any) -> str:
-    return escape(str(value), quote=True)
+def _attr(value: Any, field: str = "value") -> str:
+    return XML.text(str(value), field)
 
 
-def _fixed(value: float) -> str:
-    return f"{value:.{SCORE_DECIMALS}f}"
+def _fixed(value: float, field: str = "score") -> str:
+    return fixed(value, field, SCORE_DECIMALS)
 
 
 def render_recalled_context(result: RecallResult) -> str:
     """Stage 5: the hits as a ``<recalled_context>`` block; ``""`` when there are none.
 
-    Every attribute and text node is escaped, so stored text cannot close an element
-    early or inject a fake hit.
+    Every attribute and text node goes through the core renderer (:data:`labmem.core.render
+    .XML`): markup is escaped, so stored text cannot close an element early or inject a fake
+    hit, and line breaks and control characters become ``\\uXXXX``, so each element stays
+    on its line. Scores must be finite and ranks positive.
     """
     if not result.hits:
         return ""
@@ -528,7 +530,8 @@ def render_recalled_context(result: RecallResult) -> str:
         b = hit.score_breakdown
         p = hit.provenance
         lines += [
-            f'  <hit rank="{hit.rank}" memory_id="{_attr(hit.memory_id)}" '
+            f'  <hit rank="{count(hit.rank, "hit.rank", 1)}" '
+            f'memory_id="{_attr(hit.memory_id, "hit.memory_id")}" '
             f'user_scope="{_attr(hit.scope.user_scope)}" '
             f'memory_kind="{_attr(hit.scope.memory_kind.value)}">',
             f'    <score total="{_fixed(b.total)}" '
@@ -539,18 +542,19 @@ def render_recalled_context(result: RecallResult) -> str:
             f'    <provenance source_id="{_attr(p.source_id)}" '
             f'source_type="{_attr(p.source_type)}" title="{_attr(p.title)}" '
             f'captured_at="{_attr(format_timestamp(p.captured_at))}"/>',
-            f"    <snippet>{escape(hit.snippet, quote=True)}</snippet>",
+            f"    <snippet>{_attr(hit.snippet, 'hit.snippet')}</snippet>",
             "  </hit>",
         ]
     lines.append("</recalled_context>")
-    return "\n".join(lines)
+    return join_lines(lines, "recalled_context")
 
 
 def render_remote_profile(record: StoredMemory | None) -> str:
     """The latest profile snapshot as a ``<remote_profile>`` block for session start.
 
     Keeps ``memory_id``, ``source_id`` and ``captured_at`` so the prompt says *which*
-    snapshot was injected; ``""`` when there is no profile.
+    snapshot was injected; ``""`` when there is no profile. The content is one escaped
+    line (the core renderer), so a profile cannot close the block or add lines to it.
     """
     if record is None:
         return ""
@@ -558,10 +562,10 @@ def render_remote_profile(record: StoredMemory | None) -> str:
         raise InvalidInputError(
             "record", "must be a profile StoredMemory (use store.latest_profile())"
         )
-    return (
-        f'<remote_profile memory_id="{_attr(record.memory_id)}" '
-        f'source_id="{_attr(record.source.source_id)}" '
-        f'captured_at="{_attr(format_timestamp(record.source.captured_at))}">\n'
-        f"{escape(record.content, quote=True)}\n"
-        "</remote_profile>"
-    )
+    return join_lines([
+        f'<remote_profile memory_id="{_attr(record.memory_id, "memory_id")}" '
+        f'source_id="{_attr(record.source.source_id, "source.source_id")}" '
+        f'captured_at="{_attr(format_timestamp(record.source.captured_at))}">',
+        _attr(record.content, "content"),
+        "</remote_profile>",
+    ], "remote_profile")

@@ -38,7 +38,7 @@ import numpy as np
 from labmem.core.clock import Clock, resolve_clock
 from labmem.core.errors import validated_as
 from labmem.core.provenance import MemorySource, scope_digest
-from labmem.core.validation import require_int
+from labmem.core.validation import parse_json, require_int
 from labmem.recall.index import Postings, record_terms
 from labmem.recall.store import (
     MemoryKind,
@@ -47,6 +47,7 @@ from labmem.recall.store import (
     RemoteMemoryError,
     RemoteMemoryValidationError,
     StoredMemory,
+    derived_id_problem,
     duplicate_message,
     record_from_object,
     stamp_now,
@@ -254,7 +255,9 @@ class SqliteMemoryStore:
         name = self.path.name
         where = f"row {ordinal} of user scope {self.user_scope} (memory_id {memory_id!r})"
         try:
-            record = record_from_object(json.loads(payload))
+            if not isinstance(payload, (str, bytes)):
+                raise TypeError(f"the record column holds {type(payload).__name__}, not JSON")
+            record = record_from_object(parse_json(payload))  # nesting bounded by the core
         except (TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
             raise RemoteMemoryCorruptionError(name, None, f"{where}: {exc}") from None
         if record.user_scope != self.user_scope or record.memory_id != memory_id:
@@ -263,7 +266,51 @@ class SqliteMemoryStore:
                 f"{where}: its JSON says user scope {record.user_scope!r}, memory_id "
                 f"{record.memory_id!r} — it disagrees with the row's columns",
             )
+        problem = derived_id_problem(record)  # an edited body under a content-derived id
+        if problem is not None:
+            raise RemoteMemoryCorruptionError(name, None, f"{where}: {problem}")
         return record
+
+    def _verify_postings(self, ordinal: int, record: StoredMemory) -> None:
+        """Refuse a conversation record that is not the one its postings were built from.
+
+        The postings (term, tf, record length, captured time) are written in the record's
+        own transaction and never change; recall finds a record through them. Every term
+        of the record must be posted at ``ordinal`` with its count, and each posting must
+        carry the record's length and captured time — then no posting of another term can
+        exist either (the lengths would not add up). An edited body fails this.
+        """
+        counts = record_terms(record)
+        length = sum(counts.values())
+        captured = record.source.captured_at.timestamp()
+        terms = list(counts)
+        posted: dict[str, tuple[int, int, float]] = {}
+        for start in range(0, len(terms), 500):  # well below SQLite's parameter limit
+            chunk = terms[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for term, tf, posted_length, posted_captured in self._query(
+                    "SELECT term, tf, length, captured_at FROM postings WHERE user_scope = ? "
+                    f"AND ordinal = ? AND term IN ({marks})",
+                    (self.user_scope, ordinal, *chunk)):
+                posted[term] = (tf, posted_length, posted_captured)
+        wrong = next((t for t in terms if posted.get(t) != (counts[t], length, captured)),
+                     None)
+        if wrong is not None or (not terms and self._query(
+                "SELECT 1 FROM postings WHERE user_scope = ? AND ordinal = ? LIMIT 1",
+                (self.user_scope, ordinal))):
+            if wrong is None:
+                detail = "the record has no terms, yet terms are posted for it"
+            elif wrong not in posted:
+                detail = f"term {wrong!r} of the record has no posting"
+            else:
+                detail = (f"term {wrong!r}: the record gives (tf, length, captured_at) "
+                          f"{(counts[wrong], length, captured)}, its posting {posted[wrong]}")
+            raise RemoteMemoryCorruptionError(
+                self.path.name, None,
+                f"row {ordinal} of user scope {self.user_scope} (memory_id "
+                f"{record.memory_id!r}): its postings do not match the record ({detail}) — "
+                "the record or its postings were edited after they were stored",
+            )
 
     def _stats(self) -> _ScopeStats:
         rows = self._query(
@@ -467,6 +514,7 @@ class SqliteTermIndex:
         self.store = store
         self._stats = _ScopeStats()
         self._postings: dict[str, tuple[int, Postings]] = {}  # term -> (bound, postings)
+        self._verified: set[int] = set()  # ordinals whose record matched its postings
         self.refresh()
 
     def __repr__(self) -> str:
@@ -523,7 +571,8 @@ class SqliteTermIndex:
         return tuple(row[0] for row in rows)
 
     def record(self, position: int) -> StoredMemory:
-        """The record at ``position`` (an ordinal from :meth:`postings`)."""
+        """The record at ``position`` (an ordinal from :meth:`postings`), checked once
+        against its postings: recall never returns a record its postings do not describe."""
         last = self._stats.records - 1
         if (isinstance(position, bool) or not isinstance(position, (int, np.integer))
                 or not 0 <= position <= last):
@@ -531,7 +580,12 @@ class SqliteTermIndex:
                 "position", f"{position!r} is not an ordinal of this index (0 to {last})",
                 "pass a position from postings(); refresh() to see newer records",
             )
-        return self.store.record_at(int(position))
+        position = int(position)
+        record = self.store.record_at(position)
+        if record.kind is MemoryKind.CONVERSATION and position not in self._verified:
+            self.store._verify_postings(position, record)
+            self._verified.add(position)
+        return record
 
 
 def _arrays(postings: Postings) -> tuple[np.ndarray, ...]:

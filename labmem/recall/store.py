@@ -52,6 +52,7 @@ __all__ = [
     "RemoteMemoryScopeError",
     "RemoteMemoryCorruptionError",
     "derive_memory_id",
+    "derived_id_problem",
     "MemoryDraft",
     "validate_draft",
     "validate_drafts",
@@ -63,6 +64,10 @@ __all__ = [
 MAX_CONTENT_CHARS = 20_000
 MAX_SUMMARY_CHARS = 2_000
 MEMORY_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+#: The shape of a content-derived id (:func:`derive_memory_id`). It is reserved: a caller
+#: may pass such an id only if it *is* the derived one, so a store can re-derive any id
+#: of this shape on read and notice a record body edited under it.
+DERIVED_ID_PATTERN = re.compile(r"(?:conversation|profile)-[0-9a-f]{16}")
 
 
 class RemoteMemoryError(LabmemError):
@@ -137,6 +142,20 @@ def derive_memory_id(kind: MemoryKind, source: MemorySource, content: str) -> st
     return f"{kind.value}-{hashlib.sha256(basis.encode()).hexdigest()[:16]}"
 
 
+def derived_id_problem(record: StoredMemory) -> str | None:
+    """Why ``record`` cannot be the record its content-derived id was derived from, or
+    ``None`` (also for an id of another shape, which names nothing it could be checked
+    against)."""
+    if not DERIVED_ID_PATTERN.fullmatch(record.memory_id):
+        return None
+    expected = derive_memory_id(record.kind, record.source, record.content)
+    if expected == record.memory_id:
+        return None
+    return (f"memory_id {record.memory_id!r} is derived from a record's kind, source and "
+            f"content, but this record's derive to {expected!r}: the record was edited "
+            "after it was stored")
+
+
 _validated = partial(validated_as, RemoteMemoryValidationError)
 
 DRAFT_KEYS = ("kind", "content", "summary", "source", "memory_id")
@@ -189,6 +208,14 @@ def validate_draft(
             "memory_id", f"{memory_id!r} is not a valid id",
             "use 1-128 characters from A-Z a-z 0-9 . _ : -, starting with a letter or "
             "digit, or pass memory_id=None to derive one",
+        )
+    elif (DERIVED_ID_PATTERN.fullmatch(memory_id)
+          and memory_id != derive_memory_id(record_kind, source, content)):
+        raise RemoteMemoryValidationError(
+            "memory_id", f"{memory_id!r} has the shape of a content-derived id but is not "
+            "this record's",
+            "ids '<kind>-<16 hex>' are reserved for derived ids: pass memory_id=None, or an "
+            "id of another shape",
         )
     return MemoryDraft(record_kind, content, summary, source, memory_id)
 

@@ -17,7 +17,12 @@ from pathlib import Path
 from labmem.core.clock import Clock, FixedClock
 from labmem.core.provenance import MemorySource, scope_digest
 from labmem.recall.pipeline import RecallEngine, render_recalled_context, render_remote_profile
-from labmem.recall.store import MemoryKind, RemoteMemoryDuplicateError, RemoteMemoryStore
+from labmem.recall.store import (
+    MemoryKind,
+    RemoteMemoryDuplicateError,
+    RemoteMemoryError,
+    RemoteMemoryStore,
+)
 
 ENV_HOME = "LABMEM_HOME"
 ENV_USER = "LABMEM_USER_ID"
@@ -114,10 +119,22 @@ def default_home() -> Path:
 
 def default_runtime(*, home: str | Path | None = None, user_id: str | None = None,
                     clock: Clock | None = None) -> RemoteRuntime:
-    """Open the default remote store (created, with the teaching records, on first use)."""
+    """Open the default remote store (created, with the teaching records, on first use).
+
+    A home that cannot hold the store (``$LABMEM_HOME`` naming a file, say) is refused
+    with a :class:`RemoteMemoryError` naming it, before anything is read or written.
+    """
+    where = "home" if home is not None else f"${ENV_HOME}"
     home = Path(home) if home is not None else default_home()
     user_id = user_id or os.environ.get(ENV_USER) or DEFAULT_USER
     path = home / "remote-memory" / f"{scope_digest(user_id)}.jsonl"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RemoteMemoryError(
+            f"{where} {str(home)!r}: cannot hold the default store "
+            f"({exc.strerror or type(exc).__name__}: {exc.filename}); point it at a "
+            "directory labmem may write (it is created if missing)") from None
     store = RemoteMemoryStore(path, user_id=user_id, clock=clock)
     if len(store) == 0:
         add_teaching_records(store)

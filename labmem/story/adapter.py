@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import Clock
+from labmem.core.errors import validated_as
 from labmem.core.storage import write_text_atomic
+from labmem.core.validation import require_text
 from labmem.story.errors import StoryValidationError
 from labmem.story.evidence import (
     ChapterSummary,
@@ -59,6 +61,9 @@ class MemoryContractAdapter:
         """
         chapter, _ = chapter_claims(result)
         parsed: ChapterSummary | None = summary_from_dict(summary) if summary else None
+        if outline is not None:  # everything is validated before the first store is written
+            validated_as(StoryValidationError, require_text, outline, "outline",
+                         allow_blank=True)
         if parsed is not None and parsed.chapter != chapter:
             raise StoryValidationError("summary.chapter", f"is {parsed.chapter}, but the "
                                                           f"result is chapter {chapter}")

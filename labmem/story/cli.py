@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from labmem.core.validation import parse_json
 from labmem.story.adapter import MemoryContractAdapter
 from labmem.story.bootstrap import bootstrap
 from labmem.story.errors import StoryNotFoundError, StoryProjectError, StoryValidationError
@@ -96,10 +97,10 @@ def _bootstrap(args: argparse.Namespace) -> int:
 
 def _read_json(path: str, field: str) -> Any:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return parse_json(Path(path).read_bytes())
     except FileNotFoundError:
         raise StoryNotFoundError(f"{field} {Path(path).name!r}: file does not exist") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or nested past the core's bound
         raise StoryValidationError(field, f"is not valid JSON ({exc})",
                                    "pass a chapter result as a JSON object") from None
 

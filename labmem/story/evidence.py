@@ -107,7 +107,9 @@ def summary_from_dict(data: Mapping[str, Any]) -> ChapterSummary:
                                        "must be 'open' or 'closed'")
         subject = validated_as(StoryValidationError, require_text, raw.get("subject"),
                                f"summary.foreshadowing[{i}].subject")
-        items.append(Foreshadowing(raw["state"], subject, str(raw.get("text", ""))))
+        detail = validated_as(StoryValidationError, require_text, raw.get("text", ""),
+                              f"summary.foreshadowing[{i}].text", allow_blank=True)
+        items.append(Foreshadowing(raw["state"], subject, detail))
     return ChapterSummary(chapter, title, text, tuple(items))
 
 

@@ -11,8 +11,12 @@ The pack has three memory layers plus what the writer must not break::
 
 Fixes over the original: a missing outline gives a warning *and* ``outline=None`` (the
 warning text is never used as the outline, where it would "mention" random items);
-and the budget is enforced: every line is costed with :func:`labmem.core.text.estimate_tokens`,
-the cheapest-to-lose lines go first, and each cut line is listed in ``cut``.
+the budget is enforced: every line is costed with :func:`labmem.core.text.estimate_tokens`,
+the cheapest-to-lose lines go first, and each cut line is listed in ``cut``; and stored
+values are printed through :data:`PACK_FORMAT` (:mod:`labmem.core.render`), so a value
+holding a newline and ``[active_constraints]`` cannot forge a section or a rule: every
+line break is escaped, and so are ``[``, ``]`` and ``=`` (plus, per field, the delimiter
+that follows it on its line).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import heapq
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from labmem.core.render import BlockFormat, join_lines
 from labmem.core.text import estimate_tokens, normalize_text
 from labmem.story.errors import StoryValidationError
 from labmem.story.evidence import read_state, read_summary, summary_chapters
@@ -37,14 +42,29 @@ CUT_TIERS = {"episodic_memory": 0, "recent_changes": 1, "semantic_window": 2,
              "recent_summaries": 3, "semantic_mentioned": 4, "open_loops": 5, "world_rules": 6}
 
 
+#: The pack's syntax: ``[section]`` headers, ``[category] name = value (ch N)`` items,
+#: ``key=value; …`` attributes. Stored text never prints ``[``, ``]`` or ``=`` raw.
+PACK_FORMAT = BlockFormat("memory_pack", reserved="[]=")
+
+
+def pack_text(value: str, field: str, delimiters: str = "") -> str:
+    """Stored text as one field of a pack line (``delimiters``: what follows the field)."""
+    return PACK_FORMAT.text(value, field, reserved=delimiters)
+
+
 def line_cost(text: str) -> int:
     """Tokens one rendered line adds to the pack: its text plus the newline."""
     return estimate_tokens(text) + 1
 
 
+def item_name(item: MemoryItem) -> str:
+    """``subject.field`` (or the subject alone), before escaping."""
+    return f"{item.subject}.{item.field}" if item.field else item.subject
+
+
 def render_item(item: MemoryItem) -> str:
-    name = f"{item.subject}.{item.field}" if item.field else item.subject
-    return f"[{item.category}] {name} = {item.value} (ch {item.source_chapter})"
+    return (f"[{item.category}] {pack_text(item_name(item), 'item.name')} = "
+            f"{pack_text(item.value, 'item.value')} (ch {item.source_chapter})")
 
 
 @dataclass(frozen=True)
@@ -72,17 +92,23 @@ class MemoryPack:
         wm = self.working_memory
         lines = ["[working_memory]"]
         if wm["outline"] is not None:
-            lines.append(f"outline: {wm['outline']}")
+            lines.append(_outline_line(wm["outline"]))
         lines.append(_protagonist_line(wm["protagonist"]))
         lines += wm["recent_summaries"]
         for name in SECTIONS[1:]:
             lines.append(f"[{name}]")
             lines += getattr(self, name)
-        return "\n".join(lines)
+        return join_lines(lines, "memory_pack")
+
+
+def _outline_line(outline: str) -> str:
+    return f"outline: {pack_text(outline, 'outline')}"
 
 
 def _protagonist_line(protagonist: dict[str, Any]) -> str:
-    return "protagonist: " + ("; ".join(f"{k}={v}" for k, v in protagonist.items()) or "unknown")
+    pairs = [f"{pack_text(str(k), 'protagonist.key', ';')}="
+             f"{pack_text(str(v), 'protagonist.value', ';')}" for k, v in protagonist.items()]
+    return "protagonist: " + ("; ".join(pairs) or "unknown")
 
 
 @dataclass(frozen=True)
@@ -123,7 +149,7 @@ class MemoryOrchestrator:
 
         fixed = [f"[{name}]" for name in SECTIONS] + [_protagonist_line(protagonist), *warnings]
         if outline is not None:
-            fixed.append(f"outline: {outline}")
+            fixed.append(_outline_line(outline))
         fixed_cost = sum(line_cost(t) for t in fixed)
         if fixed_cost > budget:
             raise StoryValidationError(
@@ -171,20 +197,26 @@ class MemoryOrchestrator:
                 -self.summary_count:]:
             summary = read_summary(self.project, number)
             add("recent_summaries", "recent_summaries", number,
-                f"ch{number} {summary.title}: {summary.text}")
+                f"ch{number} {pack_text(summary.title, 'summary.title', ':')}: "
+                f"{pack_text(summary.text, 'summary.text')}")
         index = ChapterIndex(self.project.index_path)
         for row in index.state_changes(first, chapter - 1):
             add("episodic_memory", "episodic_memory", row.chapter,
-                f"ch{row.chapter} state {row.entity}.{row.field} -> {row.new}")
+                f"ch{row.chapter} state "
+                f"{pack_text(f'{row.entity}.{row.field}', 'state.name', '>')} -> "
+                f"{pack_text(row.new, 'state.new')}")
         for rel in index.relationships(first, chapter - 1):
             add("episodic_memory", "episodic_memory", rel.chapter,
-                f"ch{rel.chapter} relation {rel.source} -> {rel.target}: {rel.kind}")
+                f"ch{rel.chapter} relation {pack_text(rel.source, 'relation.source', '>')} -> "
+                f"{pack_text(rel.target, 'relation.target', ':')}: "
+                f"{pack_text(rel.kind, 'relation.kind')}")
         seen: dict[int, list[str]] = {}
         for number, entity in index.appearances(first, chapter - 1):
             seen.setdefault(number, []).append(entity)
         for number, names in seen.items():
             add("episodic_memory", "episodic_memory", number,
-                f"ch{number} appearances: {', '.join(names)}")
+                f"ch{number} appearances: "
+                + ", ".join(pack_text(name, "appearance", ",") for name in names))
 
         mention_text = normalize_text(outline) if outline is not None else None
         for item in items:
@@ -216,9 +248,9 @@ def _contradiction_warnings(items: list[MemoryItem]) -> list[str]:
     for key in sorted(groups):
         claims = groups[key]
         name = "/".join(part for part in key[1:] if part)
-        values = " vs ".join(repr(i.value) for i in claims)
-        warnings.append(f"contradiction: {key[0]} {name} at chapter "
-                        f"{claims[0].source_chapter}: {values}")
+        values = " vs ".join(pack_text(repr(i.value), "contradiction.value") for i in claims)
+        warnings.append(f"contradiction: {key[0]} {pack_text(name, 'contradiction.name', ':')} "
+                        f"at chapter {claims[0].source_chapter}: {values}")
     return warnings
 
 
@@ -235,7 +267,8 @@ def _recent_changes(items: list[MemoryItem], first: int) -> list[tuple[str, int]
         old = previous.get(item.key)
         if item.status == ACTIVE and item.source_chapter >= first and old is not None \
                 and old.source_chapter < item.source_chapter:
-            name = f"{item.subject}.{item.field}" if item.field else item.subject
-            changes.append((f"ch{item.source_chapter} {name}: {old.value} -> {item.value}",
-                            item.source_chapter))
+            name = pack_text(item_name(item), "change.name", ":")
+            changes.append((f"ch{item.source_chapter} {name}: "
+                            f"{pack_text(old.value, 'change.old', '>')} -> "
+                            f"{pack_text(item.value, 'change.new')}", item.source_chapter))
     return changes

@@ -26,7 +26,7 @@ from typing import Any
 from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.core.errors import validated_as
 from labmem.core.storage import read_snapshot, write_snapshot
-from labmem.core.validation import require_text
+from labmem.core.validation import require_json, require_text
 from labmem.story.errors import StoryCorruptionError, StoryValidationError
 
 CATEGORIES = ("character_state", "story_facts", "world_rules", "timeline",
@@ -35,6 +35,7 @@ STATUSES = ("active", "outdated", "contradicted", "tentative")
 ACTIVE, OUTDATED, CONTRADICTED, TENTATIVE = STATUSES
 SCRATCHPAD_FORMAT = "labmem.story.scratchpad/v1"
 MAX_VALUE_CHARS = 2_000
+MAX_NAME_CHARS = 200  # a subject or field: part of an item's dedup key
 
 #: Which fields make two items "the same thing": a place or a rule per subject and field,
 #: a loop or a promise per subject.
@@ -75,8 +76,9 @@ class MemoryItem:
                                     f"got {self.category!r}")
         if self.status not in STATUSES:
             raise check("status", f"must be one of {', '.join(STATUSES)}, got {self.status!r}")
-        validated_as(check, require_text, self.subject, "subject", max_chars=200)
-        validated_as(check, require_text, self.field, "field", max_chars=200, allow_blank=True)
+        validated_as(check, require_text, self.subject, "subject", max_chars=MAX_NAME_CHARS)
+        validated_as(check, require_text, self.field, "field", max_chars=MAX_NAME_CHARS,
+                     allow_blank=True)
         validated_as(check, require_text, self.value, "value", max_chars=MAX_VALUE_CHARS)
         if not isinstance(self.source_chapter, int) or isinstance(self.source_chapter, bool) \
                 or self.source_chapter < 1:
@@ -84,6 +86,7 @@ class MemoryItem:
                                           f"got {self.source_chapter!r}")
         if not isinstance(self.payload, Mapping):
             raise check("payload", "must be a mapping")
+        validated_as(check, require_json, dict(self.payload), "payload")
         object.__setattr__(self, "payload", dict(self.payload))
         object.__setattr__(self, "evidence", tuple(self.evidence))
         object.__setattr__(self, "updated_at",

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import Clock
+from labmem.core.errors import validated_as
 from labmem.core.storage import LockFactory, file_lock
+from labmem.core.validation import require_json, require_text
 from labmem.story.compactor import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_TIMELINE_WINDOW,
@@ -36,7 +38,14 @@ from labmem.story.compactor import (
 )
 from labmem.story.errors import StoryValidationError
 from labmem.story.project import require_chapter
-from labmem.story.scratchpad import CONFLICT, Scratchpad, UpsertOutcome, load_scratchpad
+from labmem.story.scratchpad import (
+    CONFLICT,
+    MAX_NAME_CHARS,
+    MAX_VALUE_CHARS,
+    Scratchpad,
+    UpsertOutcome,
+    load_scratchpad,
+)
 
 
 @dataclass(frozen=True)
@@ -62,12 +71,21 @@ def _entries(data: Mapping[str, Any], name: str, where: str) -> list[Mapping[str
     return value
 
 
-def _text(entry: Mapping[str, Any], name: str, where: str) -> str:
+def _text(entry: Mapping[str, Any], name: str, where: str,
+          max_chars: int = MAX_VALUE_CHARS) -> str:
+    """``entry[name]`` as non-blank, storable text of at most ``max_chars``; a refusal names
+    the caller's path (``result.state_changes[0].new``), not the item field it becomes."""
     value = entry.get(name)
     if not isinstance(value, str) or not value.strip():
         raise StoryValidationError(f"{where}.{name}", f"must be a non-blank string, got {value!r}",
                                    "fill it in or drop the entry")
-    return value
+    return validated_as(StoryValidationError, require_text, value, f"{where}.{name}",
+                        max_chars=max_chars)
+
+
+def _name(entry: Mapping[str, Any], name: str, where: str) -> str:
+    """A subject, field or other name part of an item's key (at most 200 characters)."""
+    return _text(entry, name, where, MAX_NAME_CHARS)
 
 
 def chapter_claims(result: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]]:
@@ -77,7 +95,12 @@ def chapter_claims(result: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]
     """
     if not isinstance(result, Mapping):
         raise StoryValidationError("result", f"must be a JSON object, got {type(result).__name__}")
+    # the whole result is JSON that can be stored (the index and state.json keep parts the
+    # claims below do not read): bounded nesting, no lone surrogate, no NaN
+    validated_as(StoryValidationError, require_json, result, "result")
     chapter = require_chapter(result.get("chapter"), "result.chapter")
+    if result.get("protagonist") is not None:
+        _name(result, "protagonist", "result")
     evidence = (f"chapter:{chapter}",)
     claims: list[dict[str, Any]] = []
 
@@ -94,15 +117,16 @@ def chapter_claims(result: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]
 
     for i, e in enumerate(_entries(result, "state_changes", "result.")):
         w = f"result.state_changes[{i}]"
-        claim("character_state", _text(e, "entity", w), _text(e, "field", w), _text(e, "new", w),
+        claim("character_state", _name(e, "entity", w), _name(e, "field", w), _text(e, "new", w),
               f"{w}.source_chapter", e.get("source_chapter"))
     for i, e in enumerate(_entries(result, "entities_new", "result.")):
         w = f"result.entities_new[{i}]"
-        claim("story_facts", _text(e, "name", w), "introduced", _text(e, "description", w), w,
-              payload={"type": e.get("type", "unknown")})
+        kind = _name(e, "type", w) if e.get("type") is not None else "unknown"
+        claim("story_facts", _name(e, "name", w), "introduced", _text(e, "description", w), w,
+              payload={"type": kind})
     for i, e in enumerate(_entries(result, "relationships_new", "result.")):
         w = f"result.relationships_new[{i}]"
-        claim("relationships", _text(e, "from", w), _text(e, "to", w), _text(e, "type", w), w)
+        claim("relationships", _name(e, "from", w), _name(e, "to", w), _text(e, "type", w), w)
     meta = result.get("chapter_meta", {})
     if not isinstance(meta, Mapping):
         raise StoryValidationError("result.chapter_meta", "must be an object")
@@ -118,16 +142,16 @@ def chapter_claims(result: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]
         claim("timeline", f"chapter {chapter}", f"event {i + 1}", _text(e, "event", w), w)
     for i, e in enumerate(_entries(facts, "world_rules", where)):
         w = f"{where}world_rules[{i}]"
-        claim("world_rules", _text(e, "subject", w), _text(e, "field", w), _text(e, "value", w), w)
+        claim("world_rules", _name(e, "subject", w), _name(e, "field", w), _text(e, "value", w), w)
     for i, e in enumerate(_entries(facts, "open_loops", where)):
         w = f"{where}open_loops[{i}]"
-        claim("open_loops", _text(e, "subject", w), "", _text(e, "value", w), w)
+        claim("open_loops", _name(e, "subject", w), "", _text(e, "value", w), w)
     for i, e in enumerate(_entries(facts, "reader_promises", where)):
         w = f"{where}reader_promises[{i}]"
-        claim("reader_promises", _text(e, "subject", w), "", _text(e, "value", w), w)
+        claim("reader_promises", _name(e, "subject", w), "", _text(e, "value", w), w)
     for i, e in enumerate(_entries(facts, "closed_loops", where)):
         w = f"{where}closed_loops[{i}]"
-        claim("open_loops", _text(e, "subject", w), "", _text(e, "resolution", w), w,
+        claim("open_loops", _name(e, "subject", w), "", _text(e, "resolution", w), w,
               payload={"closed": True, "closed_in": chapter})
     return chapter, claims
 

@@ -21,7 +21,9 @@ not yet curated, running it twice with the same inputs gives the same state.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,7 +32,7 @@ from typing import Any
 
 from labmem.core.clock import format_timestamp, parse_timestamp
 from labmem.core.errors import validated_as
-from labmem.core.text import normalize_text
+from labmem.core.text import normalize_text as _normalize_text
 from labmem.core.validation import require_int
 from labmem.workspace.facts import (
     KINDS,
@@ -45,6 +47,15 @@ __all__ = ["DistillPolicy", "DistillReport", "CuratedEntry", "Candidate", "Confl
            "is_promotable", "judge_rivals"]
 
 ACTIVE, SUPERSEDED = "active", "superseded"
+
+#: The fold compares normalized texts again and again (each repeat of a fact, each step
+#: of a key's chain): normalizing is pure, so each distinct text is normalized once.
+normalize_text = functools.lru_cache(maxsize=1 << 16)(_normalize_text)
+
+#: The same order as :attr:`Fact.order` (time, day file, line), without building the day's
+#: name: a fact's day file is the UTC day of its ``recorded_at``, so equal times mean the
+#: same file, and the line decides.
+_in_order = operator.attrgetter("recorded_at", "line")
 OPEN, RESOLVED = "open", "resolved"
 KEEP, SUPERSEDE, CONFLICT = "keep", "supersede", "conflict"
 
@@ -186,7 +197,7 @@ class CuratedEntry:
 
 def _new_entry(entry_id: str, facts: list[Fact], *, memory_key: str | None = None,
                revision: int | None = None, supersedes: str | None = None) -> CuratedEntry:
-    first = min(facts, key=lambda f: f.order)
+    first = min(facts, key=_in_order)
     empty = CuratedEntry(entry_id=entry_id, kind=first.kind, content=first.content,
                         memory_key=memory_key, revision=revision, status=ACTIVE,
                         importance=first.importance, evidence_ids=(), fact_ids=(),
@@ -195,6 +206,7 @@ def _new_entry(entry_id: str, facts: list[Fact], *, memory_key: str | None = Non
     return empty.merged(facts)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def group_id(kind: str, content: str) -> str:
     """The id of an unkeyed entry: same kind + same normalized content = same entry."""
     digest = hashlib.sha256(f"{kind}\n{normalize_text(content)}".encode()).hexdigest()
@@ -419,19 +431,23 @@ def distill_facts(state: CuratedState, facts: Iterable[Fact], *, policy: Distill
     curated = state.curated_fact_ids()
     tally = _Tally()
     scanned = eligible = 0
-    unkeyed: dict[str, list[Fact]] = defaultdict(list)
+    by_text: dict[tuple[str, str], list[Fact]] = defaultdict(list)  # exact text first
     keyed: dict[str, list[Fact]] = defaultdict(list)
+    stable = policy.stable_kinds
     for fact in facts:
         scanned += 1
-        if fact.recorded_at > cutoff or fact.kind not in policy.stable_kinds:
+        if fact.recorded_at > cutoff or fact.kind not in stable:
             continue
         eligible += 1
         if fact.fact_id in curated:
             continue
         if fact.memory_key is None:
-            unkeyed[group_id(fact.kind, fact.content)].append(fact)
+            by_text[fact.kind, fact.content].append(fact)
         else:
             keyed[fact.memory_key].append(fact)
+    unkeyed: dict[str, list[Fact]] = defaultdict(list)  # then by normalized text
+    for (kind, content), same_text in by_text.items():
+        unkeyed[group_id(kind, content)] += same_text
 
     for entry_id in sorted(unkeyed):
         group = unkeyed[entry_id]
@@ -448,7 +464,7 @@ def distill_facts(state: CuratedState, facts: Iterable[Fact], *, policy: Distill
                      if e.memory_key is not None and e.status == ACTIVE}
     held_keys = {c.memory_key for c in conflicts.values() if c.status == OPEN}
     for key in sorted(keyed):
-        facts_of_key = sorted(keyed[key], key=lambda f: f.order)
+        facts_of_key = sorted(keyed[key], key=_in_order)
         if key in held_keys:
             tally.skipped += len(facts_of_key)  # frozen until a human resolves it
             continue
@@ -554,7 +570,7 @@ def _conflict(key: str, active: CuratedEntry | None, groups: list[list[Fact]],
     base = 0 if active is None else active.revision
     candidates = []
     for i, facts in enumerate(groups, start=1):
-        first = min(facts, key=lambda f: f.order)
+        first = min(facts, key=_in_order)
         candidates.append(Candidate(
             candidate_id=f"c{i}", content=first.content, kind=first.kind,
             importance=max(f.importance for f in facts),

@@ -9,10 +9,11 @@ another project is refused instead of silently becoming this project's memory.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -197,28 +198,77 @@ class Fact:
                 **self.to_dict()}
 
 
+def _stored_time(value: Any) -> datetime:
+    """A stored ``…Z`` timestamp (what ``to_record`` writes) in one call; anything else
+    takes the general, checking path."""
+    if type(value) is str and value[-1:] == "Z":
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is timezone.utc:
+                return parsed
+    return parse_timestamp(value, field="recorded_at")
+
+
+def _stored_evidence(value: Any) -> tuple[str, ...]:
+    """Evidence as ``to_record`` writes it (a sorted list of distinct ids, each checked
+    on the way in), checked again cheaply; anything else takes :func:`check_evidence`."""
+    if type(value) is list and len(value) <= MAX_EVIDENCE_IDS:
+        previous = ""
+        for item in value:  # ASCII: no surrogate; sorted and distinct: no set, no sort
+            if type(item) is not str or not previous < item or len(item) > MAX_ID_CHARS \
+                    or not item.isascii() or item.isspace():
+                break
+            previous = item
+        else:
+            return tuple(value)
+    return check_evidence(value)
+
+
 def decode_fact(record: Mapping[str, Any], line: int) -> Fact:
-    """A stored line back into a :class:`Fact`; raises ``ValueError``-like errors."""
+    """A stored line back into a :class:`Fact`; raises ``ValueError``-like errors.
+
+    Every field is checked as strictly as on the way in (a stored line is not trusted),
+    with fast paths for the exact forms ``to_record`` writes.
+    """
     if record.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"schema_version {record.get('schema_version')!r} is not supported")
     fact_id = record.get("fact_id")
     if not isinstance(fact_id, str) or not FACT_ID_PATTERN.fullmatch(fact_id):
         raise ValueError(f"fact_id {fact_id!r} is not a fact id")
-    return Fact(
-        fact_id=fact_id,
-        recorded_at=parse_timestamp(record.get("recorded_at"), field="recorded_at"),
-        kind=check_kind(record.get("kind")),
-        content=require_text(record.get("content"), "content", max_chars=MAX_CONTENT_CHARS),
-        importance=check_importance(record.get("importance")),
-        memory_key=check_memory_key(record.get("memory_key")),
-        source=check_source(record.get("source")),
-        evidence=check_evidence(record.get("evidence")),
-        line=line,
-    )
+    recorded_at = _stored_time(record.get("recorded_at"))  # (the checkers' order)
+    kind = record.get("kind")
+    if kind not in KINDS:
+        check_kind(kind)
+    content = require_text(record.get("content"), "content", max_chars=MAX_CONTENT_CHARS)
+    importance = record.get("importance")
+    if type(importance) is not int or not 1 <= importance <= 5:
+        check_importance(importance)
+    memory_key = check_memory_key(record.get("memory_key"))
+    source = record.get("source")
+    source = None if source is None else check_source(source)
+    return _trusted_fact(fact_id, recorded_at, kind, content, importance, memory_key, source,
+                         _stored_evidence(record.get("evidence")), line)
 
 
-def open_daily_log(path: Path, workspace_scope: str) -> JsonlLog[Fact]:
-    """A follow-reader over one daily file that refuses lines of another workspace."""
+def _trusted_fact(fact_id: str, recorded_at: datetime, kind: str, content: str,
+                  importance: int, memory_key: str | None, source: MemorySource | None,
+                  evidence: tuple[str, ...], line: int) -> Fact:
+    """A :class:`Fact` from checked fields, without the frozen dataclass's slow
+    ``__init__`` (nine ``object.__setattr__`` calls): the instance is the same."""
+    fact = object.__new__(Fact)
+    fact.__dict__.update(fact_id=fact_id, recorded_at=recorded_at, kind=kind, content=content,
+                         importance=importance, memory_key=memory_key, source=source,
+                         evidence=evidence, line=line)
+    return fact
+
+
+def open_daily_log(path: Path, workspace_scope: str,
+                   start: tuple[int, int] = (0, 0)) -> JsonlLog[Fact]:
+    """A follow-reader over one daily file that refuses lines of another workspace
+    (from ``start``, an ``(offset, lines)`` cursor, when given)."""
     day = day_of_file(path)
 
     def decode(line: int, record: dict[str, Any]) -> Fact:
@@ -239,7 +289,9 @@ def open_daily_log(path: Path, workspace_scope: str) -> JsonlLog[Fact]:
                 f"recorded_at {format_timestamp(fact.recorded_at)} is not on {day}")
         return fact
 
-    return JsonlLog(path, decode=decode, corruption_error=WorkspaceCorruptionError)
+    # no lock of its own: every writer of a daily log holds the workspace lock
+    return JsonlLog(path, decode=decode, corruption_error=WorkspaceCorruptionError,
+                    lock_factory=lambda _: contextlib.nullcontext(), start=start)
 
 
 def read_daily_file(path: Path, workspace_scope: str) -> tuple[list[Fact], int]:

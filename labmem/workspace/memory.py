@@ -5,6 +5,7 @@ One :class:`WorkspaceMemory` owns one project's memory directory::
     project_dir/workspace.json          who this memory belongs to (id + scope), written once
     project_dir/daily/YYYY-MM-DD.jsonl  append-only facts, one file per UTC day — never deleted
     project_dir/curated.json            canonical curated view (entries, revision chains, conflicts)
+                                        and the distill cursors (how far each daily log was read)
     project_dir/resolutions.jsonl       append-only audit log of human conflict resolutions
     project_dir/MEMORY.md               projection of curated.json (repaired when edited by hand)
     project_dir/workspace.lock          the cross-process lock for every write
@@ -17,15 +18,30 @@ A human conflict resolution touches three files in order — audit line, ``curat
 ``MEMORY.md``. The audit line is the decision; the other two are derived from it, so a
 process that dies between any two writes is repaired by the next reader (or by simply
 retrying the same call).
+
+``distill`` does not read the whole history each time. ``curated.json`` also records, in
+the same atomic write as the entries, a cursor per daily file (bytes and lines read, and
+how many of them were eligible), the facts that were eligible but are not curated yet
+(the *pending* facts: a group short of evidence, a rival short of independent evidence,
+a key frozen by a conflict), and how many facts each key holds that can never count
+again (older than its active revision: *stale* for good). A distill folds the pending
+facts with the lines appended since the cursors — the same result, state and report, as
+folding every line again. A distill with nothing new (same policy and cutoff, no daily
+log grown, no new resolution, MEMORY.md intact) reads only the cursors and ``stat`` s the
+daily files. A new policy, or an earlier cutoff, reads everything again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
 import os
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +51,7 @@ from labmem.core.provenance import MemorySource, scope_digest
 from labmem.core.storage import (
     JsonlLog,
     LockFactory,
+    encode_snapshot,
     file_lock,
     read_snapshot,
     write_snapshot,
@@ -42,6 +59,7 @@ from labmem.core.storage import (
 )
 from labmem.core.validation import require_text
 from labmem.workspace.curation import (
+    ACTIVE,
     OPEN,
     ConflictCase,
     CuratedEntry,
@@ -54,6 +72,7 @@ from labmem.workspace.curation import (
 )
 from labmem.workspace.facts import (
     MAX_CONTENT_CHARS,
+    SCHEMA_VERSION,
     Fact,
     WorkspaceCorruptionError,
     WorkspaceDuplicateError,
@@ -68,6 +87,7 @@ from labmem.workspace.facts import (
     check_source,
     daily_file_name,
     day_of_file,
+    decode_fact,
     open_daily_log,
     read_daily_file,
 )
@@ -77,7 +97,8 @@ __all__ = ["WorkspaceMemory", "WorkspaceConflictError", "StaleResolutionError",
            "RESOLUTION_BOUNDARIES"]
 
 IDENTITY_FORMAT = "labmem.workspace/v1"
-CURATED_FORMAT = "labmem.workspace.curated/v1"
+CURATED_FORMAT = "labmem.workspace.curated/v2"  # v1 + the distill cursors
+LEGACY_CURATED_FORMAT = "labmem.workspace.curated/v1"  # read; the next distill reads all
 MAX_ACTOR_CHARS = 200
 MAX_RATIONALE_CHARS = 2_000
 MAX_RECENT_LIMIT = 1_000
@@ -108,6 +129,62 @@ def _validated(check: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _timestamp(value: Any, field: str) -> datetime:
     return _validated(parse_timestamp, value, field=field)
+
+
+@dataclass
+class _Cursors:
+    """What ``curated.json`` remembers about the daily logs, beside the curated state.
+
+    ``files``: for each daily file older than the cutoff day, ``[offset, lines, eligible]``
+    — the bytes and lines read, and how many of those facts were eligible. The cutoff
+    day's own file is read again each time (its facts cross the cutoff); ``open_file`` is
+    its ``[name, offset]`` as read. ``pending``: the eligible facts of the cursored files
+    that are not curated and can still count. ``dead``: per key, the eligible facts of the
+    cursored files that can never count again (not newer than the key's active revision).
+    ``report``: what a distill with nothing new would report (``None``: run the fold).
+    """
+
+    policy: dict[str, Any]
+    cutoff: datetime
+    files: dict[str, list[int]] = field(default_factory=dict)
+    open_file: list[Any] | None = None
+    resolutions: int = 0
+    memory_md: str = ""
+    report: dict[str, int] | None = None
+    pending: list[Fact] = field(default_factory=list)
+    dead: dict[str, int] = field(default_factory=dict)
+
+    def header(self) -> dict[str, Any]:
+        return {"policy": self.policy, "cutoff": format_timestamp(self.cutoff),
+                "files": self.files, "open_file": self.open_file,
+                "resolutions": self.resolutions, "memory_md": self.memory_md,
+                "report": self.report}
+
+    @classmethod
+    def from_document(cls, header: Mapping[str, Any], pending: Sequence[Any],
+                      dead: Mapping[str, Any]) -> _Cursors:
+        return cls(policy=dict(header["policy"]),
+                   cutoff=parse_timestamp(header["cutoff"], field="cutoff"),
+                   files={str(k): [int(n) for n in v] for k, v in header["files"].items()},
+                   open_file=header["open_file"], resolutions=int(header["resolutions"]),
+                   memory_md=str(header["memory_md"]), report=header["report"],
+                   pending=[decode_fact({**f, "schema_version": SCHEMA_VERSION}, f["line"])
+                            for f in pending],
+                   dead={str(k): int(v) for k, v in dead.items()})
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _header_line(line: bytes) -> tuple[str, Any] | None:
+    """One ``"name":value,`` line of a document written by ``encode_snapshot``."""
+    try:
+        member = json.loads(b"{" + line.rstrip(b",") + b"}")
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return next(iter(member.items())) if isinstance(member, dict) and len(member) == 1 \
+        else None
 
 
 class WorkspaceMemory:
@@ -284,26 +361,47 @@ class WorkspaceMemory:
         return self._audit
 
     def _load(self) -> CuratedState:
+        return self._load_document()[0]
+
+    def _check_header(self, fmt: Any, scope: Any) -> None:
+        self._check_scope(self.curated_path.name, self.curated_path.name, scope)
+        if fmt not in (CURATED_FORMAT, LEGACY_CURATED_FORMAT):
+            raise WorkspaceCorruptionError(self.curated_path.name, None,
+                                           f"format is {fmt!r}, expected {CURATED_FORMAT!r}")
+
+    def _load_document(self) -> tuple[CuratedState, _Cursors | None, dict[str, Any] | None]:
+        """The curated state, the distill cursors stored with it, and the raw document."""
         doc = read_snapshot(self.curated_path, corruption_error=WorkspaceCorruptionError)
         if doc is None:
-            return CuratedState()
+            return CuratedState(), None, None
         if not isinstance(doc, dict):
             raise WorkspaceCorruptionError(self.curated_path.name, None, "not a JSON object")
-        self._check_scope(self.curated_path.name, self.curated_path.name,
-                          doc.get("workspace_scope"))
-        if doc.get("format") != CURATED_FORMAT:
-            raise WorkspaceCorruptionError(self.curated_path.name, None,
-                                           f"format is {doc.get('format')!r}, expected "
-                                           f"{CURATED_FORMAT!r}")
+        self._check_header(doc.get("format"), doc.get("workspace_scope"))
         try:
-            return CuratedState.from_dict(doc)
-        except (KeyError, TypeError, ValueError) as exc:
+            state = CuratedState.from_dict(doc)
+            header = doc.get("distill") if doc["format"] == CURATED_FORMAT else None
+            cursors = None if header is None else _Cursors.from_document(
+                header, doc["pending"], doc["dead"])
+        except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
             raise WorkspaceCorruptionError(self.curated_path.name, None,
                                            f"bad curated document ({exc!r})") from None
+        return state, cursors, doc
 
-    def _document(self, state: CuratedState) -> dict[str, Any]:
+    def _document(self, state: CuratedState, cursors: _Cursors | None) -> dict[str, Any]:
+        """curated.json: the header lines first (a distill with nothing new reads only
+        those), then one entry, conflict and pending fact per line."""
         return {"format": CURATED_FORMAT, "workspace_scope": self.workspace_scope,
-                **state.to_dict()}
+                "distill": None if cursors is None else cursors.header(),
+                **state.to_dict(),
+                "pending": [] if cursors is None else
+                [{**f.to_dict(), "line": f.line} for f in cursors.pending],
+                "dead": {} if cursors is None else dict(sorted(cursors.dead.items()))}
+
+    def _write_document(self, state: CuratedState, cursors: _Cursors | None) -> None:
+        if cursors is not None:  # the digest of the MEMORY.md that shows this state
+            cursors.memory_md = _digest(render_memory_md(self.workspace_scope, state))
+        write_text_atomic(self.curated_path, encode_snapshot(
+            self._document(state, cursors), records=("entries", "conflicts", "pending")))
 
     def _settled(self, state: CuratedState) -> CuratedState:
         """``state`` with every audited resolution applied (repairs a crashed resolve)."""
@@ -313,15 +411,24 @@ class WorkspaceMemory:
                 state = apply_resolution(state, resolution)
         return state
 
-    def _store(self, before: CuratedState, after: CuratedState) -> None:
-        """Write curated.json only when it changes, then make MEMORY.md match it."""
-        document = self._document(after)
-        if before.to_dict() != after.to_dict() or not self.curated_path.exists():
-            write_snapshot(self.curated_path, document)
-        self._project(after)
+    def _store(self, after: CuratedState, cursors: _Cursors | None,
+               stored: dict[str, Any] | None) -> None:
+        """Write curated.json only when it changes, then make MEMORY.md match it.
 
-    def _project(self, state: CuratedState) -> str:
-        text = render_memory_md(self.workspace_scope, state)
+        ``stored`` is the document as read; ``cursors`` are kept (a resolution or a repair
+        clears their ``report``: the next distill runs the fold).
+        """
+        text = render_memory_md(self.workspace_scope, after)
+        if cursors is not None:
+            cursors.memory_md = _digest(text)
+        if stored is None or self._document(after, cursors) != stored:
+            write_text_atomic(self.curated_path, encode_snapshot(
+                self._document(after, cursors), records=("entries", "conflicts", "pending")))
+        self._project(after, text)
+
+    def _project(self, state: CuratedState, text: str | None = None) -> str:
+        if text is None:
+            text = render_memory_md(self.workspace_scope, state)
         try:
             current = self.memory_md_path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -336,9 +443,11 @@ class WorkspaceMemory:
         settled = self._settled(state)
         if settled is not state:
             with self._lock:
-                state = self._load()
+                state, cursors, stored = self._load_document()
                 settled = self._settled(state)
-                self._store(state, settled)
+                if settled is not state and cursors is not None:
+                    cursors.report = None
+                self._store(settled, cursors, stored)
         return settled
 
     # -- distill --------------------------------------------------------------------------
@@ -361,13 +470,184 @@ class WorkspaceMemory:
                 "distill as of now or an earlier moment")
         last_day = policy.cutoff(at).date()
         with self._lock:
-            before = self._load()
+            report = self._nothing_new(policy, at)
+            if report is not None:
+                return report
+            before, cursors, stored = self._load_document()
             state = self._settled(before)
-            facts = (fact for path in self._daily_files() if day_of_file(path) <= last_day
-                     for fact in read_daily_file(path, self.workspace_scope)[0])
-            after, report = distill_facts(state, facts, policy=policy, as_of=at)
-            self._store(before, after)
+            after, report, cursors = self._distill(state, cursors, policy, at, last_day)
+            self._store(after, cursors, stored)
         return report
+
+    def _nothing_new(self, policy: DistillPolicy, as_of: datetime) -> DistillReport | None:
+        """The report of a distill that would change nothing, read from the cursors alone
+        (the header lines of curated.json and a ``stat`` per daily file); else ``None``."""
+        header = self._read_header()
+        if header is None or header.get("report") is None:
+            return None
+        cutoff = policy.cutoff(as_of)
+        try:
+            if header["policy"] != policy.to_dict() or \
+                    parse_timestamp(header["cutoff"], field="cutoff") != cutoff:
+                return None
+            if not self._logs_unchanged(header["files"], header["open_file"], cutoff.date()):
+                return None
+            try:
+                audited = self.resolutions_path.stat().st_size
+            except FileNotFoundError:
+                audited = 0
+            if audited != header["resolutions"]:
+                return None
+            try:
+                shown = self.memory_md_path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return None
+            if _digest(shown) != header["memory_md"]:
+                return None
+            return DistillReport(**header["report"])
+        except (KeyError, TypeError, ValueError, AttributeError, InvalidInputError):
+            return None  # an unexpected header: the fold reads and checks everything
+
+    def _logs_unchanged(self, files: Mapping[str, list[int]], open_file: list[Any] | None,
+                        last_day: date) -> bool:
+        """Is every daily file up to ``last_day`` exactly as long as the cursors say?
+
+        One ``stat`` per file, relative to the open directory (no path objects: this is
+        the whole cost of a distill with nothing new).
+        """
+        try:
+            directory = os.open(self.daily_dir, os.O_RDONLY)
+        except FileNotFoundError:
+            return not files and open_file is None
+        except OSError:
+            return False  # (a platform that cannot open a directory: read everything)
+        try:
+            seen, open_seen = 0, open_file is None
+            for name in os.listdir(directory):
+                cursor = files.get(name)
+                if cursor is not None:
+                    if os.stat(name, dir_fd=directory).st_size != cursor[0]:
+                        return False
+                    seen += 1
+                elif open_file is not None and name == open_file[0]:
+                    if os.stat(name, dir_fd=directory).st_size != open_file[1]:
+                        return False
+                    open_seen = True
+                else:
+                    day = day_of_file(Path(name))
+                    if day is not None and day <= last_day:
+                        return False  # a daily file no cursor knows
+            return seen == len(files) and open_seen
+        finally:
+            os.close(directory)
+
+    def _read_header(self) -> dict[str, Any] | None:
+        """The ``distill`` member of curated.json, read from its first lines only."""
+        try:
+            handle = open(self.curated_path, "rb")
+        except FileNotFoundError:
+            return None
+        with handle:
+            head = b""
+            while head.count(b"\n") < 4:
+                chunk = handle.read(1 << 16)
+                if not chunk:
+                    return None
+                head += chunk
+        lines = head.split(b"\n", 4)
+        members = [_header_line(line) for line in lines[1:4]]
+        if lines[0] != b"{" or None in members or \
+                [name for name, _ in members] != ["format", "workspace_scope", "distill"]:
+            return None
+        self._check_header(members[0][1], members[1][1])
+        header = members[2][1]
+        return header if isinstance(header, dict) else None
+
+    def _distill(self, state: CuratedState, cursors: _Cursors | None, policy: DistillPolicy,
+                 as_of: datetime, last_day: date
+                 ) -> tuple[CuratedState, DistillReport, _Cursors]:
+        """Fold the pending facts and the lines appended since the cursors into ``state``.
+
+        Equal, state and report, to folding every line of every daily file up to the
+        cutoff day again: a fact a cursor has passed is curated, pending (folded again
+        here) or dead (counted, as the full fold would count it, but never read again).
+        """
+        cutoff = policy.cutoff(as_of)
+        if cursors is None or cursors.policy != policy.to_dict() or cutoff < cursors.cutoff:
+            cursors = _Cursors(policy.to_dict(), cutoff)  # read everything again
+        stable = policy.stable_kinds
+        kept_dead = dict(cursors.dead)
+        files: dict[str, list[int]] = {}
+        candidates = list(cursors.pending)
+        scanned = eligible = 0
+        open_file = None
+        for path in self._daily_files():
+            day = day_of_file(path)
+            if day > last_day:
+                break
+            cursor = cursors.files.get(path.name) if day < last_day else None
+            offset, lines, counted = cursor if cursor is not None else (0, 0, 0)
+            log = open_daily_log(path, self.workspace_scope, start=(offset, lines))
+            new = log.refresh()
+            candidates += new
+            if day < last_day:
+                counted += sum(1 for f in new if f.kind in stable)
+                files[path.name] = [log.offset, log.line_count, counted]
+                eligible += counted
+            else:
+                open_file = [path.name, log.offset]
+                eligible += sum(1 for f in new if f.kind in stable and f.recorded_at <= cutoff)
+            scanned += log.line_count
+        held_before = {c.memory_key for c in state.conflicts.values() if c.status == OPEN}
+        after, folded = distill_facts(state, candidates, policy=policy, as_of=as_of)
+
+        # what stays: the eligible facts that are not curated, pending or dead for good
+        curated = after.curated_fact_ids()
+        active = {e.memory_key: e for e in after.entries.values()
+                  if e.memory_key is not None and e.status == ACTIVE}
+        held = {c.memory_key for c in after.conflicts.values() if c.status == OPEN}
+        cutoff_day = datetime.combine(last_day, datetime.min.time(), cutoff.tzinfo)
+        pending: list[Fact] = []  # (a fact before the cutoff day is in a cursored file)
+        dead: Counter[str] = Counter(kept_dead)
+        again_pending = 0
+        again_dead: Counter[str] = Counter(kept_dead)
+        for fact in candidates:
+            if fact.fact_id in curated or fact.kind not in stable or fact.recorded_at > cutoff:
+                continue
+            revision = active.get(fact.memory_key) if fact.memory_key is not None else None
+            cursored = fact.recorded_at < cutoff_day
+            if revision is not None and fact.recorded_at <= revision.last_recorded_at:
+                again_dead[fact.memory_key] += 1
+                if cursored:
+                    dead[fact.memory_key] += 1
+            else:
+                again_pending += 1
+                if cursored:
+                    pending.append(fact)
+
+        def split(counts: Mapping[str, int], frozen: set[str]) -> tuple[int, int]:
+            return (sum(n for k, n in counts.items() if k in frozen),
+                    sum(n for k, n in counts.items() if k not in frozen))
+
+        held_dead, stale_dead = split(kept_dead, held_before)
+        report = DistillReport(
+            scanned=scanned, eligible=eligible, created=folded.created,
+            updated=folded.updated, skipped=folded.skipped + held_dead,
+            superseded=folded.superseded, conflicts=folded.conflicts,
+            stale=folded.stale + stale_dead)
+        again_held, again_stale = split(again_dead, held)
+        again = DistillReport(scanned=scanned, eligible=eligible,
+                              skipped=again_pending + again_held,
+                              conflicts=folded.conflicts, stale=again_stale)
+        try:
+            audited = self.resolutions_path.stat().st_size
+        except FileNotFoundError:
+            audited = 0
+        pending.sort(key=lambda f: (f.recorded_at, f.line))  # = Fact.order
+        return after, report, _Cursors(
+            policy=policy.to_dict(), cutoff=cutoff, files=files, open_file=open_file,
+            resolutions=audited, report=again.to_dict(), pending=pending,
+            dead={k: n for k, n in sorted(dead.items()) if n})
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -450,7 +730,7 @@ class WorkspaceMemory:
         _validated(require_text, actor, "actor", max_chars=MAX_ACTOR_CHARS)
         _validated(require_text, rationale, "rationale", max_chars=MAX_RATIONALE_CHARS)
         with self._lock:
-            before = self._load()
+            before, cursors, stored = self._load_document()
             audit = self._audit_log()
             resolution = audit.get(conflict_id)
             if resolution is None:
@@ -467,7 +747,9 @@ class WorkspaceMemory:
                     "a settled conflict is not reopened; log new facts and distill again")
             after = self._settled(before)
             if after is not before:
-                write_snapshot(self.curated_path, self._document(after))
+                if cursors is not None:
+                    cursors.report = None  # the next distill folds against the new state
+                self._write_document(after, cursors)
                 _reached("curated_written")
             self._project(after)
             _reached("memory_md_written")

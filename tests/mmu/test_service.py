@@ -8,7 +8,6 @@ from labmem.mmu import (
     MEMORY_TYPES,
     FileMemoryService,
     MemoryCorruptionError,
-    MemoryScopeError,
     MemoryService,
     MemoryValidationError,
     RecordNotFoundError,
@@ -138,10 +137,10 @@ def test_forget_archives_and_hides_from_every_recall_path(tmp_path):
 def test_scope_is_enforced_by_key_and_by_query(tmp_path):
     svc = service(tmp_path)
     record = remember(svc, scope="alice")
-    with pytest.raises(MemoryScopeError, match="another scope"):
-        svc.recall_key(record.record_id, scope="bob")
+    with pytest.raises(RecordNotFoundError, match="no such record in scope 'bob'"):
+        svc.recall_key(record.record_id, scope="bob")  # the same answer as a missing id
     assert svc.recall_query("test port", 5, scope="bob") == ()
-    with pytest.raises(MemoryScopeError):
+    with pytest.raises(RecordNotFoundError):
         svc.forget(record.record_id, scope="bob")
 
 

@@ -1,0 +1,1 @@
+"""Attacks kept as tests, one file per attack family (issue "Hardening")."""
