@@ -246,7 +246,7 @@ CHAPTERS: tuple[Chapter, ...] = (
             "keyed preferences, scope", 2, 0, (30, 35)),
     Chapter("s12", "s12_remote_recall.ipynb", "Remote recall",
             "five recall stages", 3, 0, (35, 30)),
-    Chapter("s12b", "s12b_choosing_a_ranker.ipynb", "Choosing a ranker",
+    Chapter("s12b", "s12b_choosing_a_ranker.ipynb", "Engineering a ranker",
             "BM25, recall@k, scale", 3, 1, (40, 30)),
     Chapter("s13", "s13_artifacts.ipynb", "Artifacts",
             "pointers, leases, cleanup", 4, 0, (35, 30)),
