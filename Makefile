@@ -16,8 +16,6 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 SOLUTIONS := $(sort $(wildcard solutions/*.ipynb))
 # JupyterLab refuses to start as root without --allow-root (containers run as root).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
-# The kernel every committed notebook names in its metadata (tests/notebooks checks it).
-KERNEL_DISPLAY_NAME := Python 3 (labmem)
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 
 .PHONY: install lab test notebooks html bench lock lint clean
@@ -27,7 +25,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml constraints.txt tools/jupyterlab/overrides.json | $(BIN)/python
 	$(PIP) install -q -c constraints.txt -e '.[dev,online,bench]'
-	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labmem)" >/dev/null
 	mkdir -p $(LAB_SETTINGS) && cp tools/jupyterlab/overrides.json $(LAB_SETTINGS)/overrides.json
 	touch $(STAMP)
 

@@ -39,9 +39,9 @@ def links(text: str) -> set[str]:
 
 
 def kernel_display_name() -> str:
-    (name,) = re.findall(r"^KERNEL_DISPLAY_NAME := (.+)$", (ROOT / "Makefile").read_text(),
-                         re.MULTILINE)
-    return name.strip()
+    (name,) = re.findall(r'ipykernel install .*--display-name "([^"]+)"',
+                         (ROOT / "Makefile").read_text())
+    return name
 
 
 def test_every_notebook_is_in_the_reading_order_and_back():
