@@ -1,8 +1,15 @@
 """Project-wide pytest settings: what nbval leaves out of the notebook comparison."""
 
 import matplotlib
+from hypothesis import HealthCheck, settings
 
 matplotlib.use("Agg")  # unit tests draw off-screen; notebook kernels use the inline backend
+
+# Property tests check correctness, not speed: on a loaded CI machine one example can take
+# longer than hypothesis' 200 ms default deadline, which would fail a correct test.
+settings.register_profile("labmem", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("labmem")
 
 
 def pytest_collectstart(collector):

@@ -31,7 +31,7 @@ from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
 from labmem.core.provenance import SESSION_ID_PATTERN, MemorySource
 from labmem.core.storage import JsonlLog, LockFactory, file_lock
-from labmem.core.validation import require_int, require_text
+from labmem.core.validation import require_int, require_json, require_text, too_deep
 
 __all__ = [
     "Transcript", "ReplayState", "ReplayWindow", "TranscriptMemoryCandidate", "TranscriptError",
@@ -147,8 +147,12 @@ def _validate_field(event_type: str, name: str, value: Any) -> Any:
                 value = json.loads(value)
             except json.JSONDecodeError:
                 raise _refuse(field, "is not valid JSON") from None
+            except RecursionError:  # nested far past the core's bound
+                raise _refuse(field, too_deep(), "flatten the arguments") from None
         if not isinstance(value, Mapping):
             raise _refuse(field, "must be a JSON object (a dict)")
+        if isinstance(value, dict):  # bounded nesting, no lone surrogate: before the copy
+            validated_as(TranscriptValidationError, require_json, value, field)
         try:  # a deep, JSON-only copy: the caller's object is never stored or mutated
             return json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False))
         except (TypeError, ValueError) as exc:

@@ -40,7 +40,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,8 @@ from labmem.core.errors import (
     ScopeError,
     validated_as,
 )
-from labmem.core.provenance import scope_digest
+from labmem.core.provenance import require_opaque_id, scope_digest
+from labmem.core.render import XML, count, join_lines, xml_attributes
 from labmem.core.storage import (
     FileSignature,
     JsonlLog,
@@ -91,7 +91,6 @@ PROFILE_FIELDS = ("name", "preferred_name", "pronouns", "city", "timezone", "not
 MAX_PROFILE_FIELD_CHARS = 200
 MAX_PROFILE_NOTES_CHARS = 2_000
 MAX_VALUE_CHARS = 2_000
-MAX_SOURCE_EVENT_ID_CHARS = 200
 KEY_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 
 PROFILE_FORMAT = "labmem.user.profile/v1"
@@ -739,9 +738,8 @@ class UserMemory:
         """Create, update or confirm one keyed preference (see the module docstring)."""
         self._check_key(key)
         _validated(require_text, value, "value", max_chars=MAX_VALUE_CHARS)
-        if source_event_id is not None:
-            _validated(require_text, source_event_id, "source_event_id",
-                       max_chars=MAX_SOURCE_EVENT_ID_CHARS)
+        if source_event_id is not None:  # an opaque id, like a transcript event id
+            _validated(require_opaque_id, source_event_id, "source_event_id")
         expires = None if expires_at is None else _timestamp(expires_at, "expires_at")
         now = _timestamp(self.clock.now(), "clock.now()")
         at = now if updated_at is None else _timestamp(updated_at, "updated_at")
@@ -885,27 +883,34 @@ def _active(prefs: Mapping[str, Preference], as_of: datetime) -> tuple[Preferenc
     return tuple(prefs[k] for k in sorted(prefs) if prefs[k].is_active(as_of))
 
 
-def _attr(value: Any) -> str:
-    return escape(str(value), quote=True)
+def _attr(value: Any, field: str = "text") -> str:
+    return XML.text(value, field)
 
 
 def render_user_context(user_scope: str, profile: UserProfile,
                         active: tuple[Preference, ...], as_of: datetime) -> str:
-    """The agent-facing block; stored text is escaped so it cannot close an element."""
-    lines = [f'<user_memory user_scope="{_attr(user_scope)}" as_of="{format_timestamp(as_of)}">']
-    lines.append(f'  <profile revision="{profile.revision}">')
+    """The agent-facing block, printed through the core renderer (:mod:`labmem.core.render`).
+
+    Every stored value is one escaped line, so a value can neither close an element nor
+    start a line of its own; the block is checked to be one element per line.
+    """
+    head = xml_attributes([("user_scope", user_scope), ("as_of", format_timestamp(as_of))],
+                          block="user_memory")
+    lines = [f"<user_memory{head}>",
+             f'  <profile revision="{count(profile.revision, "profile.revision")}">']
     for name, value in profile.fields().items():
-        lines.append(f'    <field name="{name}">{_attr(value)}</field>')
+        lines.append(f'    <field name="{name}">{_attr(value, f"profile.{name}")}</field>')
     lines.append("  </profile>")
     lines.append("  <preferences>")
     for pref in active:
-        expiry = "" if pref.expires_at is None else (
-            f' expires_at="{format_timestamp(pref.expires_at)}"')
-        lines.append(f'    <preference key="{_attr(pref.key)}" revision="{pref.revision}"'
-                     f'{expiry}>{_attr(pref.value)}</preference>')
+        attributes = [("key", pref.key), ("revision", count(pref.revision, "revision"))]
+        if pref.expires_at is not None:
+            attributes.append(("expires_at", format_timestamp(pref.expires_at)))
+        lines.append(f"    <preference{xml_attributes(attributes, block='preference')}>"
+                     f"{_attr(pref.value, f'preferences.{pref.key}')}</preference>")
     lines.append("  </preferences>")
     lines.append("</user_memory>")
-    return "\n".join(lines)
+    return join_lines(lines, "user_memory")
 
 
 def render_memory_md(user_scope: str, profile: UserProfile,
@@ -925,7 +930,7 @@ def _memory_md(user_scope: str, profile: UserProfile, preference_lines: list[str
     lines = [
         "# User memory",
         "",
-        f"<!-- projection of profile.json + preferences.json; user_scope: {user_scope}; "
+        f"<!-- projection of profile.json + the preference log; user_scope: {user_scope}; "
         f"as_of: {format_timestamp(as_of)} -->",
         "",
         "## Profile",

@@ -31,6 +31,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from filelock import FileLock
 
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError
+from labmem.core.validation import MAX_JSON_DEPTH, parse_json, require_json, require_text
 
 T = TypeVar("T")
 Decoder = Callable[[int, dict[str, Any]], T]
@@ -41,8 +42,6 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 30.0
 #: One C-accelerated encoder for every compact line and record (``json.dumps`` with
 #: ``indent`` runs the pure-Python encoder instead).
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-#: The C scanner behind ``json.loads`` (same decoder settings), called directly per line.
-_SCAN_ONCE = json.JSONDecoder().scan_once
 
 
 class FileSignature(NamedTuple):
@@ -77,9 +76,27 @@ def encode_json_line(record: dict[str, Any]) -> bytes:
         raise InvalidInputError("record", f"must be a dict, got {type(record).__name__}")
     try:
         text = _COMPACT.encode(record)
+    except RecursionError:  # nested far past the bound: named below, without recursion
+        text = None
     except (TypeError, ValueError) as exc:
         raise InvalidInputError("record", f"is not JSON-serializable ({exc})") from None
-    return (text + "\n").encode("utf-8")
+    line = None
+    if text is not None:
+        try:
+            line = (text + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: named below
+            pass
+    if line is None or _may_nest_too_deep(text):
+        require_json(record, "record")  # names what cannot be stored: too deep, a surrogate
+    if line is None:  # pragma: no cover - require_json has refused it already
+        raise InvalidInputError("record", "cannot be stored as UTF-8 JSON")
+    return line
+
+
+def _may_nest_too_deep(text: str | None) -> bool:
+    """Cheap: could ``text`` nest past the core's bound? Only then is the value walked
+    (:func:`labmem.core.validation.require_json`); ``None`` means the encoder recursed."""
+    return text is None or text.count("[") + text.count("{") > MAX_JSON_DEPTH
 
 
 def fsync_directory(directory: Path) -> None:
@@ -198,17 +215,13 @@ class JsonlLog(Generic[T]):
         self._identity = identity
 
     def _parse(self, line_number: int, raw: bytes) -> dict[str, Any]:
+        # parse_json: the same scanner fast path, plus the core's bound on what can be read
+        # back — a line nested past MAX_JSON_DEPTH is corruption here, not a RecursionError
         try:
-            text = raw.decode("utf-8")
-            try:  # the scanner json.loads calls, without its wrapper: ~2x faster per line
-                obj, end = _SCAN_ONCE(text, 0)
-                if end != len(text):
-                    raise ValueError("not the whole line")
-            except (StopIteration, ValueError):  # json.loads gives the answer or the error
-                obj = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            obj = parse_json(raw)
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
             raise self._corruption_error(
-                self.path.name, line_number, f"not valid JSON ({exc})"
+                self.path.name, line_number, _unreadable("valid JSON", exc)
             ) from None
         if not isinstance(obj, dict):
             raise self._corruption_error(
@@ -306,9 +319,16 @@ def encode_snapshot(document: Mapping[str, Any], *, records: Collection[str] = (
             else:
                 body = encode(value)
             members.append(f"{encode(name)}:{body}")
+    except RecursionError:
+        members = None
     except (TypeError, ValueError) as exc:
         raise InvalidInputError("document", f"is not JSON-serializable ({exc})") from None
-    return "{\n" + ",\n".join(members) + "\n}\n"
+    text = None if members is None else "{\n" + ",\n".join(members) + "\n}\n"
+    if _may_nest_too_deep(text):
+        require_json(dict(document), "document")
+    if text is None:  # pragma: no cover - require_json has refused it already
+        raise InvalidInputError("document", "cannot be stored as JSON")
+    return text
 
 
 def write_snapshot(path: str | os.PathLike[str], document: Any, *,
@@ -319,13 +339,24 @@ def write_snapshot(path: str | os.PathLike[str], document: Any, *,
     it is written by :func:`encode_snapshot` — the C encoder, one record per line.
     """
     if records is not None:
-        write_text_atomic(path, encode_snapshot(document, records=records))
-        return
+        text = encode_snapshot(document, records=records)
+    else:
+        try:
+            text = json.dumps(document, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+        except RecursionError:
+            text = None
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError("document", f"is not JSON-serializable ({exc})") from None
+        if _may_nest_too_deep(text):
+            require_json(document, "document")
+        if text is None:  # pragma: no cover - require_json has refused it already
+            raise InvalidInputError("document", "cannot be stored as JSON")
     try:
-        payload = json.dumps(document, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError("document", f"is not JSON-serializable ({exc})") from None
-    write_text_atomic(path, payload)
+        write_text_atomic(path, text)
+    except InvalidInputError as exc:
+        if "surrogate" in exc.problem:  # name where in the document it is
+            require_json(document, "document")
+        raise
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str, *,
@@ -348,7 +379,11 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *,
     """
     if not isinstance(text, str):
         raise InvalidInputError("text", f"must be a string, got {type(text).__name__}")
-    payload = memoryview(text.encode("utf-8"))
+    try:
+        payload = memoryview(text.encode("utf-8"))
+    except UnicodeEncodeError:  # before the temp file exists: nothing is written
+        require_text(text, "text", allow_blank=True)
+        raise
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -409,7 +444,18 @@ def read_snapshot_signed(
     with handle:
         signature = FileSignature.of(os.fstat(handle.fileno()))
         raw = handle.read()
-    try:
-        return json.loads(raw.decode("utf-8")), signature
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise corruption_error(target.name, None, f"not a valid JSON snapshot ({exc})") from None
+    try:  # the core's nesting bound holds for snapshots too
+        document = parse_json(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
+        raise corruption_error(target.name, None,
+                               _unreadable("a valid JSON snapshot", exc)) from None
+    if document is None:  # no snapshot is ever null; "no snapshot yet" is a missing file
+        raise corruption_error(target.name, None, "holds JSON null, not a document")
+    return document, signature
+
+
+def _unreadable(what: str, exc: ValueError) -> str:
+    """Why stored bytes cannot be read back: not decodable, or not what could be written."""
+    if isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError)):
+        return f"not {what} ({exc})"
+    return f"cannot be read back ({exc}); labmem never writes that"

@@ -337,8 +337,36 @@ class CuratedState:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CuratedState:
-        entries = {e["entry_id"]: CuratedEntry.from_dict(e) for e in data["entries"]}
-        conflicts = {c["conflict_id"]: ConflictCase.from_dict(c) for c in data["conflicts"]}
+        """The state a ``curated.json`` holds; a ``ValueError`` if it breaks an invariant.
+
+        Each id appears once, and a key has at most one active revision (and at most one
+        open conflict): two active revisions would put two contradictory values of one key
+        into MEMORY.md and the agent's context, so such a document is corruption.
+        """
+        entries: dict[str, CuratedEntry] = {}
+        active: dict[str, str] = {}  # memory key -> its active entry id
+        for raw in data["entries"]:
+            entry = CuratedEntry.from_dict(raw)
+            if entry.entry_id in entries:
+                raise ValueError(f"entry_id {entry.entry_id!r} appears twice")
+            entries[entry.entry_id] = entry
+            if entry.memory_key is not None and entry.status == ACTIVE:
+                other = active.setdefault(entry.memory_key, entry.entry_id)
+                if other != entry.entry_id:
+                    raise ValueError(f"memory_key {entry.memory_key!r} has two active "
+                                     f"revisions, {other!r} and {entry.entry_id!r}")
+        conflicts: dict[str, ConflictCase] = {}
+        open_keys: dict[str, str] = {}  # memory key -> its open conflict id
+        for raw in data["conflicts"]:
+            case = ConflictCase.from_dict(raw)
+            if case.conflict_id in conflicts:
+                raise ValueError(f"conflict_id {case.conflict_id!r} appears twice")
+            conflicts[case.conflict_id] = case
+            if case.status == OPEN:
+                other = open_keys.setdefault(case.memory_key, case.conflict_id)
+                if other != case.conflict_id:
+                    raise ValueError(f"memory_key {case.memory_key!r} has two open "
+                                     f"conflicts, {other!r} and {case.conflict_id!r}")
         return cls(entries, conflicts)
 
 

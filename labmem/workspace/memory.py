@@ -234,7 +234,8 @@ class WorkspaceMemory:
                 "created_at": format_timestamp(created)})
             return chosen
         stored = doc.get("workspace_id") if isinstance(doc, dict) else None
-        if doc.get("format") != IDENTITY_FORMAT or not isinstance(stored, str) or \
+        if not isinstance(doc, dict) or doc.get("format") != IDENTITY_FORMAT or \
+                not isinstance(stored, str) or not stored.strip() or \
                 doc.get("workspace_scope") != scope_digest(stored, field="workspace_id"):
             raise WorkspaceCorruptionError(self.identity_path.name, None,
                                            "not a workspace identity document")

@@ -14,6 +14,8 @@ Every refusal is a labmem error that names the field as the *caller* wrote it:
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from labmem.core.clock import FixedClock
@@ -21,7 +23,9 @@ from labmem.core.errors import LabmemError
 from labmem.mmu import ContextMMU, FileMemoryService, MemoryValidationError, MmuValidationError
 from labmem.story import MemoryWriter
 from labmem.story.errors import StoryValidationError
-from labmem.user import UserMemory
+from labmem.transcript import Transcript
+from labmem.user import UserMemory, UserMemoryValidationError
+from labmem.workspace import WorkspaceCorruptionError, WorkspaceMemory
 
 NOW = "2026-08-01T12:00:00Z"
 
@@ -35,6 +39,13 @@ def field_of(error, call):
 
 # -- workspace.json ----------------------------------------------------------------------
 
+@pytest.mark.parametrize("document", [[], "workspace", 7, None, [{"workspace_id": "w"}]])
+def test_a_workspace_json_that_is_not_an_object_is_corruption(tmp_path, document):
+    project = tmp_path / "project"
+    WorkspaceMemory(project, workspace_id="w", clock=FixedClock(NOW))
+    (project / "workspace.json").write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(WorkspaceCorruptionError, match="workspace.json"):
+        WorkspaceMemory(project, clock=FixedClock(NOW))
 
 
 # -- the memory service and the Context MMU ---------------------------------------------
@@ -131,3 +142,15 @@ def user(tmp_path):
     return UserMemory(tmp_path / "users", user_id="alice", clock=FixedClock(NOW))
 
 
+@pytest.mark.parametrize("source", ["free text with spaces", "evt 1", "a/b", " evt-1",
+                                    "evt-1\n", "<b>evt</b>"])
+def test_source_event_id_is_an_opaque_id(user, tmp_path, source):
+    event = Transcript(tmp_path / "session-1.jsonl", clock=FixedClock(NOW)).append(
+        {"type": "message", "role": "user", "content": "I prefer dark mode"})
+    for key, good in (("theme", event["event_id"]), ("a", "evt-1"), ("b", "evt.2_b:3"),
+                      ("c", "x" * 200)):
+        assert user.set_preference(key, "dark", source_event_id=good).status == "created"
+    assert user.get_preference("theme").source_event_id == "transcript:session-1:1"
+    assert field_of(UserMemoryValidationError, lambda: user.set_preference(
+        "reply.language", "en", source_event_id=source)) == "source_event_id"
+    assert user.get_preference("reply.language") is None

@@ -19,6 +19,8 @@ from labmem.mmu import FileMemoryService, MemoryValidationError
 from labmem.recall import RemoteMemoryStore, RemoteMemoryValidationError, SqliteMemoryStore
 from labmem.story import MemoryContractAdapter
 from labmem.story.errors import StoryValidationError
+from labmem.transcript import Transcript, TranscriptValidationError
+from labmem.user import UserMemory, UserMemoryValidationError
 from labmem.workspace import WorkspaceMemory, WorkspaceValidationError
 
 BAD = "bad\ud800x"
@@ -60,8 +62,30 @@ def test_the_core_validators_refuse_a_lone_surrogate_naming_the_field():
     assert require_text("emoji \U0001F600 and 中文", "note") == "emoji \U0001F600 and 中文"
 
 
+def test_transcript_refuses_it_in_text_and_in_arguments(tmp_path):
+    transcript = Transcript(tmp_path / "s1.jsonl", clock=FixedClock(NOW))
+    transcript.append({"type": "message", "role": "user", "content": "hello"})
+    refused(TranscriptValidationError, "event.content", lambda: transcript.append(
+        {"type": "message", "role": "user", "content": BAD}), tmp_path)
+    refused(TranscriptValidationError, "event.arguments.query", lambda: transcript.append(
+        {"type": "function_call", "call_id": "c1", "name": "search",
+         "arguments": {"query": BAD}}), tmp_path)
+    refused(TranscriptValidationError, "event.arguments.query", lambda: transcript.append(
+        {"type": "function_call", "call_id": "c1", "name": "search",
+         "arguments": '{"query": "bad\\ud800x"}'}), tmp_path)  # the JSON escape of one
+    assert len(transcript.events()) == 1
 
 
+def test_user_memory_refuses_it_in_values_profile_and_source(tmp_path):
+    memory = UserMemory(tmp_path / "users", user_id="alice", clock=FixedClock(NOW))
+    memory.set_preference("theme", "dark")
+    refused(UserMemoryValidationError, "value",
+            lambda: memory.set_preference("theme", BAD), tmp_path)
+    refused(UserMemoryValidationError, "source_event_id",
+            lambda: memory.set_preference("theme", "light", source_event_id=BAD), tmp_path,
+            says="is not an id")  # an opaque id (item 13) has no room for one either
+    refused(UserMemoryValidationError, "changes.name",
+            lambda: memory.update_profile({"name": BAD}), tmp_path)
 
 
 @pytest.mark.parametrize("store_type", [RemoteMemoryStore, SqliteMemoryStore])
