@@ -12,7 +12,9 @@ Modules, in the order the data flows::
     adapter      MemoryContractAdapter, the stable seven-call interface
     cli          ``labmem story …``
     project      where a project keeps its files; errors: the layer's error classes;
-    sample       the sample serial in data/story/
+    known        what memory knew before a chapter (the pack's view; state.json's lists)
+    matching     when a text mentions a phrase (outline filter, query_entity)
+    sample       the sample serial in data/story/ and the sample project data/story/tide-lamp
 
 Importing this package does no I/O.
 """
@@ -31,7 +33,12 @@ from labmem.story.errors import (
 from labmem.story.index import ChapterIndex
 from labmem.story.orchestrator import CUT_TIERS, MemoryOrchestrator, MemoryPack
 from labmem.story.project import StoryProject
-from labmem.story.sample import load_sample_story, sample_story_dir
+from labmem.story.sample import (
+    load_sample_story,
+    sample_project_dir,
+    sample_story_dir,
+    write_sample_project,
+)
 from labmem.story.scratchpad import (
     CATEGORIES,
     STATUSES,
@@ -49,6 +56,7 @@ __all__ = [
     "MemoryPack", "MemoryWriter", "Scratchpad", "StoryCorruptionError", "StoryMemoryError",
     "StoryNotFoundError", "StoryProject", "StoryProjectError", "StoryValidationError",
     "WriteReport", "bootstrap", "compact", "load_scratchpad", "rebuild_scratchpad",
-    "load_sample_story", "register_story_commands", "sample_story_dir",
+    "load_sample_story", "register_story_commands", "sample_project_dir", "sample_story_dir",
+    "write_sample_project",
     "UPSERT_ACTIONS", "claim_action",
 ]

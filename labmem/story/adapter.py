@@ -25,6 +25,7 @@ from labmem.story.evidence import (
     write_summary,
 )
 from labmem.story.index import ChapterIndex
+from labmem.story.matching import MentionText
 from labmem.story.orchestrator import MemoryOrchestrator, MemoryPack
 from labmem.story.project import StoryProject
 from labmem.story.scratchpad import ACTIVE, MemoryItem, load_scratchpad
@@ -43,6 +44,8 @@ class MemoryContractAdapter:
 
     def __init__(self, project: str | Path | StoryProject, *, clock: Clock | None = None,
                  max_items: int = 60, timeline_window: int = 4, chapter_window: int = 3) -> None:
+        """``max_items`` is the compactor's soft limit (current truth and open contradictions
+        are never dropped to meet it; see :mod:`labmem.story.compactor`)."""
         self.project = project if isinstance(project, StoryProject) else StoryProject(project)
         self.clock = clock
         self.writer = MemoryWriter(self.project.scratchpad_path, clock=clock,
@@ -74,7 +77,7 @@ class MemoryContractAdapter:
             write_text_atomic(self.project.outline_path(chapter), outline.strip() + "\n")
         report = self.writer.update_from_chapter_result(result)
         pad = load_scratchpad(self.project.scratchpad_path)
-        state = advance_state(self.project, result, [i.subject for i in pad.open_loops()])
+        state = advance_state(self.project, result, pad.items)
         return CommitReport(chapter, report, state)
 
     def load_context(self, chapter: int, *, budget: int = 400,
@@ -82,11 +85,15 @@ class MemoryContractAdapter:
         return self.orchestrator.build_memory_pack(chapter, outline=outline, budget=budget)
 
     def query_entity(self, name: str) -> list[MemoryItem]:
-        """Every item about ``name`` (any status, so the history shows), oldest first."""
+        """Every item that names ``name`` — in its subject, its field (a relationship's other
+        side) or its value — any status, so the history shows; oldest first. The original
+        matched the subject only, so a name that appears only in values found nothing."""
         if not isinstance(name, str) or not name.strip():
             raise StoryValidationError("name", "must be a non-blank entity name")
         pad = load_scratchpad(self.project.scratchpad_path)
-        found = [i for i in pad.items if i.subject == name]
+        found = [i for i in pad.items
+                 if any(MentionText.of(part).mentions(name) for part in (i.subject, i.field,
+                                                                          i.value) if part)]
         return sorted(found, key=lambda i: (i.category, i.field, i.source_chapter, i.id))
 
     def query_rules(self) -> list[MemoryItem]:

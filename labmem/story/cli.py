@@ -25,7 +25,7 @@ from labmem.story.adapter import MemoryContractAdapter
 from labmem.story.bootstrap import bootstrap
 from labmem.story.errors import StoryNotFoundError, StoryProjectError, StoryValidationError
 from labmem.story.evidence import read_state
-from labmem.story.project import StoryProject
+from labmem.story.project import NEW_PROJECT_HINT, StoryProject
 from labmem.story.scratchpad import CATEGORIES, STATUSES, MemoryItem, load_scratchpad
 
 
@@ -42,9 +42,10 @@ def _emit(args: argparse.Namespace, document: Any, lines: list[str]) -> int:
 
 
 def _item_line(item: MemoryItem) -> str:
-    name = f"{item.subject}.{item.field}" if item.field else item.subject
-    return f"{item.id} {item.status:<12} {item.category:<16} {name} = {item.value} " \
-           f"(ch {item.source_chapter})"
+    reported = "" if item.reported_chapter == item.source_chapter else \
+        f", reported in ch {item.reported_chapter}"
+    return f"{item.id} {item.status:<12} {item.category:<16} {item.name} = {item.value} " \
+           f"(ch {item.source_chapter}{reported})"
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -92,6 +93,9 @@ def _bootstrap(args: argparse.Namespace) -> int:
     lines += [f"  differs {key}: stored {old!r}, rebuilt {new!r}"
               for key, old, new in diff.differing]
     lines += [f"  only rebuilt {key}" for key in diff.only_rebuilt]
+    lines.append(f"  {'changed' if args.write else '--write will change'} "
+                 f"{len(diff.changes)} keys" + (":" if diff.changes else ""))
+    lines += [f"    {key}: {now} -> {after}" for key, now, after in diff.changes]
     return _emit(args, document, lines)
 
 
@@ -108,8 +112,8 @@ def _read_json(path: str, field: str) -> Any:
 def _update(args: argparse.Namespace) -> int:
     root = Path(args.project)
     if not root.is_dir():
-        raise StoryProjectError(f"project {root.name!r}: directory does not exist; create it "
-                                "first (an empty directory starts a new project)")
+        raise StoryProjectError(f"project {root.name!r}: directory does not exist; "
+                                + NEW_PROJECT_HINT)
     result = _read_json(args.result, "result")
     summary = _read_json(args.summary, "summary") if args.summary else None
     outline = None

@@ -8,9 +8,14 @@ Runs when the pad holds more than ``max_items`` items, in four steps, each repor
    ``story_facts`` item per chapter, which lists every folded event in its payload.
    Every event is folded, a lone one too: the original skipped single-event
    chapters and so dropped them silently;
-4. if still over, trim ``outdated`` then ``tentative`` items, oldest chapter first.
+4. if still over, trim ``outdated`` then ``tentative`` items (uncertain or inferred claims,
+   see :data:`~labmem.story.scratchpad.UNCERTAIN`), oldest chapter first.
    ``active`` and ``contradicted`` items are never trimmed: one is the story's current
    truth, the other an open question a human must settle.
+
+``max_items`` is therefore a **soft** limit: the compactor removes what it may and stops
+there, so a pad whose current truth and open contradictions alone exceed ``max_items``
+stays above it (``CompactionReport.after`` says by how much) rather than forget either.
 """
 
 from __future__ import annotations
@@ -130,13 +135,18 @@ def _fold(pad: Scratchpad, rest: list[MemoryItem], chapter: int,
     payload = {"events": new_events, "folded_ids": old_ids + [e.id for e in events]}
     evidence = sorted({ev for e in events for ev in e.evidence}
                       | set(existing.evidence if existing else ()))
+    # the summary is known from the chapter that reported its last event on
+    reported = max([e.reported_chapter for e in events]
+                   + ([existing.reported_chapter] if existing else []))
     if existing is not None:
         summary = replace(existing, value=_summary_text(new_events), payload=payload,
-                          evidence=tuple(evidence), updated_at=pad.clock.now())
+                          evidence=tuple(evidence), updated_at=pad.clock.now(),
+                          reported_chapter=reported)
         return summary, [summary if i is existing else i for i in rest]
     summary = MemoryItem(id=f"mem-{pad.next_id:04d}", layer="semantic", category="story_facts",
                          subject=subject, field="summary", value=_summary_text(new_events),
                          payload=payload, status=ACTIVE, source_chapter=chapter,
-                         evidence=tuple(evidence), updated_at=pad.clock.now())
+                         evidence=tuple(evidence), updated_at=pad.clock.now(),
+                         reported_chapter=reported)
     pad.next_id += 1
     return summary, [*rest, summary]

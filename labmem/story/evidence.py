@@ -3,8 +3,9 @@
 * ``summaries/chNNN.md`` — a chapter's summary, with a ``## Foreshadowing`` block whose
   lines read ``- open: <subject> — <text>`` or ``- closed: <subject> — <text>``.
   The working memory reads the latest summaries; bootstrap reads the foreshadowing.
-* ``state.json`` — the runtime snapshot (protagonist, progress, plot threads), replaced
-  atomically. It is a cache of "now", not long-term knowledge.
+* ``state.json`` — the runtime snapshot (protagonist, progress, plot threads, keys awaiting
+  disambiguation), replaced atomically. It is a cache of "now", not long-term knowledge,
+  and is derived from the scratchpad (:mod:`labmem.story.known`) after every commit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from labmem.core.errors import validated_as
 from labmem.core.storage import read_snapshot, write_snapshot, write_text_atomic
 from labmem.core.validation import require_text
 from labmem.story.errors import StoryCorruptionError, StoryNotFoundError, StoryValidationError
+from labmem.story.known import awaiting_disambiguation, open_threads, protagonist_snapshot
 from labmem.story.project import StoryProject, require_chapter
+from labmem.story.scratchpad import MemoryItem
 
 FORESHADOWING_HEADING = "## Foreshadowing"
 STATE_FORMAT = "labmem.story.state/v1"
@@ -119,27 +122,30 @@ def read_state(project: StoryProject) -> dict[str, Any]:
     document = read_snapshot(project.state_path, corruption_error=StoryCorruptionError)
     if document is None:
         return {"format": STATE_FORMAT, "protagonist": {}, "progress": {"last_chapter": 0},
-                "plot_threads": []}
+                "plot_threads": [], "disambiguation": []}
     if not isinstance(document, dict) or document.get("format") != STATE_FORMAT:
         raise StoryCorruptionError("state.json", None, f"is not a {STATE_FORMAT} document")
     return document
 
 
 def advance_state(project: StoryProject, result: Mapping[str, Any],
-                  open_threads: Iterable[str]) -> dict[str, Any]:
-    """Fold one committed chapter into ``state.json`` and replace it atomically."""
+                  items: Iterable[MemoryItem]) -> dict[str, Any]:
+    """Fold one committed chapter into ``state.json`` and replace it atomically.
+
+    ``items`` is the scratchpad after the commit: the protagonist's fields, the open plot
+    threads and the keys awaiting disambiguation are read off it, so a contradicted field
+    shows both claims instead of whichever was written last.
+    """
     state = read_state(project)
+    items = list(items)
     protagonist = dict(state["protagonist"])
     name = protagonist.get("name") or result.get("protagonist")
     if name:
         protagonist["name"] = name
-        for change in result.get("state_changes", []):
-            late = change.get("source_chapter", result["chapter"]) < state["progress"].get(
-                "last_chapter", 0)
-            if change["entity"] == name and not late:
-                protagonist[change["field"]] = change["new"]
     last = max(state["progress"].get("last_chapter", 0), result["chapter"])
-    state = {"format": STATE_FORMAT, "protagonist": dict(sorted(protagonist.items())),
-             "progress": {"last_chapter": last}, "plot_threads": sorted(open_threads)}
+    state = {"format": STATE_FORMAT,
+             "protagonist": protagonist_snapshot(protagonist, items, items),
+             "progress": {"last_chapter": last}, "plot_threads": open_threads(items),
+             "disambiguation": awaiting_disambiguation(items)}
     write_snapshot(project.state_path, state)
     return state

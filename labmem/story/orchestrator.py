@@ -2,12 +2,19 @@
 
 The pack has three memory layers plus what the writer must not break::
 
-    working_memory     outline of this chapter, latest summaries, protagonist snapshot
-    episodic_memory    recent evidence from index.db (state changes, relations, appearances)
-    semantic_memory    active scratchpad items the outline mentions or from recent chapters
+    working_memory     outline of this chapter, protagonist snapshot, latest summaries,
+                       open plot threads, keys awaiting disambiguation
+    episodic_memory    recent evidence from index.db (state changes, relations, appearances),
+                       each under the story chapter it is about; late reports are marked
+    semantic_memory    current scratchpad items the outline mentions (subject, field or
+                       value) or from recent chapters; tentative ones marked ``[tentative]``
     active_constraints world rules and still-open loops
     recent_changes     values that a recent chapter replaced (old → new)
     warnings           contradictions, a missing outline
+
+The pack for chapter N is built from what chapters before N reported
+(:func:`labmem.story.known.known_before`), whatever order the chapters were committed in:
+a pack rebuilt after chapter N+1 was committed does not leak N+1's facts.
 
 Fixes over the original: a missing outline gives a warning *and* ``outline=None`` (the
 warning text is never used as the outline, where it would "mention" random items);
@@ -26,20 +33,42 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from labmem.core.render import BlockFormat, join_lines
-from labmem.core.text import estimate_tokens, normalize_text
+from labmem.core.text import estimate_tokens
 from labmem.story.errors import StoryValidationError
 from labmem.story.evidence import read_state, read_summary, summary_chapters
 from labmem.story.index import ChapterIndex
+from labmem.story.known import (
+    CONTRADICTED_MARK,
+    awaiting_disambiguation,
+    known_before,
+    open_threads,
+    protagonist_snapshot,
+)
+from labmem.story.matching import MentionText
 from labmem.story.project import StoryProject, require_chapter
-from labmem.story.scratchpad import ACTIVE, CONTRADICTED, OUTDATED, MemoryItem, load_scratchpad
+from labmem.story.scratchpad import (
+    ACTIVE,
+    CONTRADICTED,
+    OUTDATED,
+    TENTATIVE,
+    MemoryItem,
+    load_scratchpad,
+)
 
 SECTIONS = ("working_memory", "episodic_memory", "semantic_memory", "active_constraints",
             "recent_changes", "warnings")
 CONSTRAINT_CATEGORIES = ("world_rules", "open_loops")
 
-#: Cut order: lower tiers go first; inside a tier, the oldest chapter goes first.
-CUT_TIERS = {"episodic_memory": 0, "recent_changes": 1, "semantic_window": 2,
-             "recent_summaries": 3, "semantic_mentioned": 4, "open_loops": 5, "world_rules": 6}
+#: Cut order: lower tiers go first; inside a tier, the oldest chapter goes first. Plot
+#: threads repeat the open loops' subjects, so they go before the loops themselves; keys
+#: awaiting disambiguation go late, just before the constraints.
+CUT_TIERS = {"episodic_memory": 0, "recent_changes": 1, "semantic_tentative": 2,
+             "semantic_window": 3, "recent_summaries": 4, "plot_threads": 5,
+             "semantic_mentioned": 6, "disambiguation": 7, "open_loops": 8, "world_rules": 9}
+#: Working-memory lines that are cut like the others (the outline and protagonist are not).
+WORKING_TIERS = ("recent_summaries", "plot_threads", "disambiguation")
+#: Marks the renderer adds after a line's fields; stored text cannot print ``[`` or ``]``.
+TENTATIVE_MARK = " [tentative]"
 
 
 #: The pack's syntax: ``[section]`` headers, ``[category] name = value (ch N)`` items,
@@ -59,12 +88,14 @@ def line_cost(text: str) -> int:
 
 def item_name(item: MemoryItem) -> str:
     """``subject.field`` (or the subject alone), before escaping."""
-    return f"{item.subject}.{item.field}" if item.field else item.subject
+    return item.name
 
 
 def render_item(item: MemoryItem) -> str:
+    """``[category] name = value (ch N)``, plus ``[tentative]`` for an uncertain claim."""
     return (f"[{item.category}] {pack_text(item_name(item), 'item.name')} = "
-            f"{pack_text(item.value, 'item.value')} (ch {item.source_chapter})")
+            f"{pack_text(item.value, 'item.value')} (ch {item.source_chapter})"
+            + (TENTATIVE_MARK if item.status == TENTATIVE else ""))
 
 
 @dataclass(frozen=True)
@@ -94,7 +125,8 @@ class MemoryPack:
         if wm["outline"] is not None:
             lines.append(_outline_line(wm["outline"]))
         lines.append(_protagonist_line(wm["protagonist"]))
-        lines += wm["recent_summaries"]
+        for name in WORKING_TIERS:
+            lines += wm[name]
         for name in SECTIONS[1:]:
             lines.append(f"[{name}]")
             lines += getattr(self, name)
@@ -105,10 +137,23 @@ def _outline_line(outline: str) -> str:
     return f"outline: {pack_text(outline, 'outline')}"
 
 
+def _protagonist_value(value: Any) -> str:
+    """A field's value, or ``[contradicted] a | b`` while its claims contradict."""
+    if isinstance(value, dict) and set(value) == {CONTRADICTED_MARK}:
+        return f"[{CONTRADICTED_MARK}] " + " | ".join(
+            pack_text(str(v), "protagonist.value", ";|") for v in value[CONTRADICTED_MARK])
+    return pack_text(str(value), "protagonist.value", ";|")
+
+
 def _protagonist_line(protagonist: dict[str, Any]) -> str:
-    pairs = [f"{pack_text(str(k), 'protagonist.key', ';')}="
-             f"{pack_text(str(v), 'protagonist.value', ';')}" for k, v in protagonist.items()]
+    pairs = [f"{pack_text(str(k), 'protagonist.key', ';')}={_protagonist_value(v)}"
+             for k, v in protagonist.items()]
     return "protagonist: " + ("; ".join(pairs) or "unknown")
+
+
+def _late_mark(story_chapter: int, reported_chapter: int) -> str:
+    return f" [late: reported in ch{reported_chapter}]" if story_chapter < reported_chapter \
+        else ""
 
 
 @dataclass(frozen=True)
@@ -142,10 +187,12 @@ class MemoryOrchestrator:
                             f"chapter window only")
             outline = None
         pad = load_scratchpad(self.project.scratchpad_path)
-        warnings += _contradiction_warnings(pad.items)
-        protagonist = read_state(self.project)["protagonist"]
+        known = known_before(pad.items, chapter)  # nothing chapter N or later reported
+        warnings += _contradiction_warnings(known)
+        protagonist = protagonist_snapshot(read_state(self.project)["protagonist"], pad.items,
+                                           known)
         first = max(1, chapter - self.chapter_window)
-        lines = self._candidate_lines(pad.items, chapter, first, outline)
+        lines = self._candidate_lines(known, chapter, first, outline)
 
         fixed = [f"[{name}]" for name in SECTIONS] + [_protagonist_line(protagonist), *warnings]
         if outline is not None:
@@ -175,7 +222,7 @@ class MemoryOrchestrator:
         pack = MemoryPack(
             chapter=chapter,
             working_memory={"outline": outline, "protagonist": protagonist,
-                            "recent_summaries": list(section("recent_summaries"))},
+                            **{name: list(section(name)) for name in WORKING_TIERS}},
             episodic_memory=section("episodic_memory"),
             semantic_memory=section("semantic_memory"),
             active_constraints=section("active_constraints"),
@@ -199,12 +246,21 @@ class MemoryOrchestrator:
             add("recent_summaries", "recent_summaries", number,
                 f"ch{number} {pack_text(summary.title, 'summary.title', ':')}: "
                 f"{pack_text(summary.text, 'summary.text')}")
+        for thread in open_threads(items):
+            add("plot_threads", "plot_threads", chapter,
+                f"plot thread: {pack_text(thread, 'plot_thread')}")
+        for name in awaiting_disambiguation(items):
+            add("disambiguation", "disambiguation", chapter,
+                f"awaiting disambiguation: {pack_text(name, 'disambiguation')}")
         index = ChapterIndex(self.project.index_path)
         for row in index.state_changes(first, chapter - 1):
+            # the chapter the fact is about, not the one that reported it (Limit 5)
             add("episodic_memory", "episodic_memory", row.chapter,
-                f"ch{row.chapter} state "
+                f"ch{row.source_chapter} state "
                 f"{pack_text(f'{row.entity}.{row.field}', 'state.name', '>')} -> "
-                f"{pack_text(row.new, 'state.new')}")
+                f"{pack_text(row.new, 'state.new')}"
+                + _late_mark(row.source_chapter, row.chapter)
+                + ("" if row.certainty == "confirmed" else TENTATIVE_MARK))
         for rel in index.relationships(first, chapter - 1):
             add("episodic_memory", "episodic_memory", rel.chapter,
                 f"ch{rel.chapter} relation {pack_text(rel.source, 'relation.source', '>')} -> "
@@ -218,13 +274,18 @@ class MemoryOrchestrator:
                 f"ch{number} appearances: "
                 + ", ".join(pack_text(name, "appearance", ",") for name in names))
 
-        mention_text = normalize_text(outline) if outline is not None else None
+        mention_text = MentionText.of(outline) if outline is not None else None
         for item in items:
-            if item.status != ACTIVE or item.is_closed:
+            if item.status not in (ACTIVE, TENTATIVE) or item.is_closed:
                 continue
-            if item.category in CONSTRAINT_CATEGORIES:
+            mentioned = mention_text is not None and _mentioned(item, mention_text)
+            if item.status == TENTATIVE:  # shown as such, never a constraint, cut early
+                if mentioned or item.source_chapter >= first:
+                    add("semantic_memory", "semantic_tentative", item.source_chapter,
+                        render_item(item))
+            elif item.category in CONSTRAINT_CATEGORIES:
                 add("active_constraints", item.category, item.source_chapter, render_item(item))
-            elif mention_text is not None and _mentioned(item, mention_text):
+            elif mentioned:
                 add("semantic_memory", "semantic_mentioned", item.source_chapter,
                     render_item(item))
             elif item.source_chapter >= first:
@@ -234,9 +295,11 @@ class MemoryOrchestrator:
         return lines
 
 
-def _mentioned(item: MemoryItem, outline: str) -> bool:
-    names = [item.subject] + ([item.field] if item.field else [])
-    return any(normalize_text(name) in outline for name in names)
+def _mentioned(item: MemoryItem, outline: MentionText) -> bool:
+    """The outline names the item's subject, its field or its value (Limit 2: the original
+    looked at subject and field only)."""
+    return any(outline.mentions(part) for part in (item.subject, item.field, item.value)
+               if part)
 
 
 def _contradiction_warnings(items: list[MemoryItem]) -> list[str]:

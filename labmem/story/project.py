@@ -17,6 +17,11 @@ from pathlib import Path
 
 from labmem.story.errors import StoryProjectError, StoryValidationError
 
+#: What to do about a missing project directory; the same words wherever one is refused.
+NEW_PROJECT_HINT = ("create the directory (an empty one starts a new project) and commit a "
+                    "chapter with `labmem story update RESULT.json --project DIR`, or look "
+                    "at the sample project: --project data/story/tide-lamp")
+
 
 @dataclass(frozen=True)
 class StoryProject:
@@ -59,8 +64,7 @@ class StoryProject:
         """Refuse a directory that is missing or holds no story memory at all."""
         if not self.root.is_dir():
             raise StoryProjectError(f"project {self.root.name!r}: directory does not exist; "
-                                    "pass --project DIR of a story project or run "
-                                    "`story update` to create one")
+                                    + NEW_PROJECT_HINT)
         if not (self.scratchpad_path.exists() or self.index_path.exists()):
             raise StoryProjectError(f"project {self.root.name!r}: no memory_scratchpad.json "
                                     "or index.db; commit a chapter first (`story update`)")

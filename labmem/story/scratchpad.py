@@ -12,7 +12,14 @@ The rules of :meth:`Scratchpad.upsert` (decided by the pure :func:`claim_action`
   is stored as ``outdated`` and never demotes the newer active value — the original
   compared arrival order, not story order, and so let stale facts win;
 * two different values for the same key *and* the same chapter cannot both be true:
-  both become ``contradicted`` and surface as a warning until a later chapter settles it.
+  both become ``contradicted`` and surface as a warning until a later chapter settles it;
+* an *uncertain or inferred* claim (``payload.certainty``, see :data:`UNCERTAIN`) is stored
+  ``tentative``: it never demotes a confirmed value, only an older tentative one, and the
+  next confirmed claim of its chapter or later settles it (it becomes ``outdated``).
+
+Every item also records ``reported_chapter``: the chapter whose result reported it (a late
+fact about chapter 3 reported by chapter 9 has ``source_chapter`` 3, ``reported_chapter``
+9). The pack for a chapter never sees what a later result reported.
 """
 
 from __future__ import annotations
@@ -51,6 +58,11 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
 
 UPSERT_ACTIONS = ("created", "superseded", "unchanged", "late", "contradicted")
 CREATED, SUPERSEDED, UNCHANGED, LATE, CONFLICT = UPSERT_ACTIONS
+#: What :meth:`Scratchpad.upsert` reports for an uncertain claim it stored as ``tentative``.
+TENTATIVE_ACTION = "tentative"
+#: ``payload["certainty"]`` values that make a claim tentative ("confirmed" is the default).
+UNCERTAIN = ("uncertain", "inferred")
+CERTAINTIES = ("confirmed", *UNCERTAIN)
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,7 @@ class MemoryItem:
     source_chapter: int
     evidence: tuple[str, ...]
     updated_at: datetime
+    reported_chapter: int | None = None   # None: the item's own source_chapter
 
     def __post_init__(self) -> None:
         check = StoryValidationError
@@ -84,6 +97,12 @@ class MemoryItem:
                 or self.source_chapter < 1:
             raise check("source_chapter", f"must be a chapter number ≥ 1, "
                                           f"got {self.source_chapter!r}")
+        if self.reported_chapter is None:
+            object.__setattr__(self, "reported_chapter", self.source_chapter)
+        if not isinstance(self.reported_chapter, int) or isinstance(self.reported_chapter, bool) \
+                or self.reported_chapter < self.source_chapter:
+            raise check("reported_chapter", f"must be a chapter number ≥ source_chapter "
+                                            f"{self.source_chapter}, got {self.reported_chapter!r}")
         if not isinstance(self.payload, Mapping):
             raise check("payload", "must be a mapping")
         validated_as(check, require_json, dict(self.payload), "payload")
@@ -102,16 +121,30 @@ class MemoryItem:
         """An open loop that a later chapter paid off (it stays in the pad until compaction)."""
         return self.category == "open_loops" and bool(self.payload.get("closed"))
 
+    @property
+    def is_uncertain(self) -> bool:
+        """The claim was reported as uncertain or inferred (it is, or was, ``tentative``)."""
+        return self.payload.get("certainty") in UNCERTAIN
+
+    @property
+    def name(self) -> str:
+        """``subject.field`` (or the subject alone)."""
+        return f"{self.subject}.{self.field}" if self.field else self.subject
+
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "layer": self.layer, "category": self.category,
                 "subject": self.subject, "field": self.field, "value": self.value,
                 "payload": dict(self.payload), "status": self.status,
                 "source_chapter": self.source_chapter, "evidence": list(self.evidence),
-                "updated_at": format_timestamp(self.updated_at)}
+                "updated_at": format_timestamp(self.updated_at),
+                "reported_chapter": self.reported_chapter}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryItem:
-        return cls(**{name: data[name] for name in _ITEM_FIELDS})
+        # reported_chapter is optional: a pad written before it existed reads as "reported
+        # by its own chapter"
+        return cls(**{name: data[name] for name in _ITEM_FIELDS},
+                   reported_chapter=data.get("reported_chapter"))
 
 
 _ITEM_FIELDS = ("id", "layer", "category", "subject", "field", "value", "payload", "status",
@@ -200,6 +233,9 @@ class Scratchpad:
     def contradictions(self) -> list[MemoryItem]:
         return [item for item in self.items if item.status == CONTRADICTED]
 
+    def tentative(self) -> list[MemoryItem]:
+        return [item for item in self.items if item.status == TENTATIVE]
+
     def open_loops(self) -> list[MemoryItem]:
         """Active loops that no chapter has closed yet."""
         return [item for item in self.active("open_loops") if not item.is_closed]
@@ -214,13 +250,18 @@ class Scratchpad:
     # ---- the one write rule --------------------------------------------------------
     def upsert(self, *, category: str, subject: str, field: str = "", value: str,
                source_chapter: int, evidence: Iterable[str] = (), payload: Mapping[str, Any]
-               | None = None, layer: str = "semantic") -> UpsertOutcome:
-        """Add a claim and settle it against the claims already stored for its key."""
+               | None = None, layer: str = "semantic",
+               reported_chapter: int | None = None) -> UpsertOutcome:
+        """Add a claim and settle it against the claims already stored for its key.
+
+        ``payload["certainty"]`` in :data:`UNCERTAIN` makes the claim tentative;
+        ``reported_chapter`` (default: ``source_chapter``) is the chapter whose result said it.
+        """
         candidate = MemoryItem(
             id=f"mem-{self.next_id:04d}", layer=layer, category=category, subject=subject,
             field=field, value=value, payload=payload or {}, status=ACTIVE,
             source_chapter=source_chapter, evidence=tuple(evidence),
-            updated_at=self.clock.now())
+            updated_at=self.clock.now(), reported_chapter=reported_chapter)
         stored = self.by_key(candidate.key)
         action = claim_action(stored, candidate)
         if action == UNCHANGED:
@@ -233,15 +274,24 @@ class Scratchpad:
                                                                 "late_arrival": True})
             self.items.append(late)
             return UpsertOutcome(LATE, late)
+        # a claim of this chapter or later settles the older tentative claims; an uncertain
+        # claim settles nothing confirmed, so it demotes only those
+        settled = tuple(replace(item, status=OUTDATED) for item in stored
+                        if item.status == TENTATIVE and item.source_chapter <= source_chapter)
+        if candidate.is_uncertain:
+            self._replace_all(settled)
+            tentative = replace(candidate, status=TENTATIVE)
+            self.items.append(tentative)
+            return UpsertOutcome(TENTATIVE_ACTION, tentative, settled)
         if action == CONFLICT:
             # Same key, same chapter, different value: neither claim can win.
             demoted = tuple(replace(item, status=CONTRADICTED) for item in rivals
                             if item.source_chapter == source_chapter)
-            self._replace_all(demoted)
+            self._replace_all(demoted + settled)
             contradicted = replace(candidate, status=CONTRADICTED)
             self.items.append(contradicted)
-            return UpsertOutcome(CONFLICT, contradicted, demoted)
-        demoted = tuple(replace(item, status=OUTDATED) for item in rivals)
+            return UpsertOutcome(CONFLICT, contradicted, demoted + settled)
+        demoted = tuple(replace(item, status=OUTDATED) for item in rivals) + settled
         self._replace_all(demoted)
         self.items.append(candidate)
         return UpsertOutcome(action, candidate, demoted)

@@ -13,8 +13,12 @@ committed. Each part maps to one category::
     memory_facts.reader_promises[]  {subject, value}              → reader_promises
     memory_facts.closed_loops[]     {subject, resolution}         closes an open loop
 
+Any entry may add ``"certainty": "uncertain"`` or ``"inferred"`` (default ``"confirmed"``):
+the claim is stored ``tentative`` and the pack marks it so.
+
 ``source_chapter`` on a state change lets a revised or backfilled result say "this was
-already true in chapter 4"; the scratchpad then files it by story order. Closing a loop
+already true in chapter 4"; the scratchpad then files it by story order, and every item
+remembers the chapter that reported it (``reported_chapter``). Closing a loop
 writes a newer item for the loop's key marked ``closed`` — so it stops being open, and
 the compactor can remove it (the original never closed loops at all).
 """
@@ -39,6 +43,7 @@ from labmem.story.compactor import (
 from labmem.story.errors import StoryValidationError
 from labmem.story.project import require_chapter
 from labmem.story.scratchpad import (
+    CERTAINTIES,
     CONFLICT,
     MAX_NAME_CHARS,
     MAX_VALUE_CHARS,
@@ -104,56 +109,71 @@ def chapter_claims(result: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]
     evidence = (f"chapter:{chapter}",)
     claims: list[dict[str, Any]] = []
 
-    def claim(category: str, subject: str, field: str, value: str, where: str,
-              source: Any = None, payload: Mapping[str, Any] | None = None) -> None:
+    def claim(entry: Mapping[str, Any], at: str, category: str, subject: str, field: str,
+              value: str, where: str, source: Any = None,
+              payload: Mapping[str, Any] | None = None) -> None:
+        """One claim of the entry at path ``at``; ``where`` names its chapter field."""
         source_chapter = chapter if source is None else require_chapter(source, where)
         if source_chapter > chapter:
             raise StoryValidationError(where, f"is chapter {source_chapter}, after the "
                                               f"committing chapter {chapter}",
                                        "a result can only report what was true by its chapter")
+        payload = {**(payload or {}), **_certainty(entry, at)}
         claims.append({"category": category, "subject": subject, "field": field,
                        "value": value, "source_chapter": source_chapter,
-                       "evidence": evidence, "payload": payload or {}})
+                       "reported_chapter": chapter, "evidence": evidence, "payload": payload})
 
     for i, e in enumerate(_entries(result, "state_changes", "result.")):
         w = f"result.state_changes[{i}]"
-        claim("character_state", _name(e, "entity", w), _name(e, "field", w), _text(e, "new", w),
-              f"{w}.source_chapter", e.get("source_chapter"))
+        claim(e, w, "character_state", _name(e, "entity", w), _name(e, "field", w),
+              _text(e, "new", w), f"{w}.source_chapter", e.get("source_chapter"))
     for i, e in enumerate(_entries(result, "entities_new", "result.")):
         w = f"result.entities_new[{i}]"
         kind = _name(e, "type", w) if e.get("type") is not None else "unknown"
-        claim("story_facts", _name(e, "name", w), "introduced", _text(e, "description", w), w,
-              payload={"type": kind})
+        claim(e, w, "story_facts", _name(e, "name", w), "introduced",
+              _text(e, "description", w), w, payload={"type": kind})
     for i, e in enumerate(_entries(result, "relationships_new", "result.")):
         w = f"result.relationships_new[{i}]"
-        claim("relationships", _name(e, "from", w), _name(e, "to", w), _text(e, "type", w), w)
+        claim(e, w, "relationships", _name(e, "from", w), _name(e, "to", w),
+              _text(e, "type", w), w)
     meta = result.get("chapter_meta", {})
     if not isinstance(meta, Mapping):
         raise StoryValidationError("result.chapter_meta", "must be an object")
     if meta.get("hook") is not None:
         hook = _text(meta, "hook", "result.chapter_meta")
-        claim("reader_promises", f"hook of chapter {chapter}", "", hook, "result.chapter_meta")
+        claim(meta, "result.chapter_meta", "reader_promises", f"hook of chapter {chapter}",
+              "", hook, "result.chapter_meta")
     facts = result.get("memory_facts", {})
     if not isinstance(facts, Mapping):
         raise StoryValidationError("result.memory_facts", "must be an object")
     where = "result.memory_facts."
     for i, e in enumerate(_entries(facts, "timeline_events", where)):
         w = f"{where}timeline_events[{i}]"
-        claim("timeline", f"chapter {chapter}", f"event {i + 1}", _text(e, "event", w), w)
+        claim(e, w, "timeline", f"chapter {chapter}", f"event {i + 1}", _text(e, "event", w), w)
     for i, e in enumerate(_entries(facts, "world_rules", where)):
         w = f"{where}world_rules[{i}]"
-        claim("world_rules", _name(e, "subject", w), _name(e, "field", w), _text(e, "value", w), w)
+        claim(e, w, "world_rules", _name(e, "subject", w), _name(e, "field", w),
+              _text(e, "value", w), w)
     for i, e in enumerate(_entries(facts, "open_loops", where)):
         w = f"{where}open_loops[{i}]"
-        claim("open_loops", _name(e, "subject", w), "", _text(e, "value", w), w)
+        claim(e, w, "open_loops", _name(e, "subject", w), "", _text(e, "value", w), w)
     for i, e in enumerate(_entries(facts, "reader_promises", where)):
         w = f"{where}reader_promises[{i}]"
-        claim("reader_promises", _name(e, "subject", w), "", _text(e, "value", w), w)
+        claim(e, w, "reader_promises", _name(e, "subject", w), "", _text(e, "value", w), w)
     for i, e in enumerate(_entries(facts, "closed_loops", where)):
         w = f"{where}closed_loops[{i}]"
-        claim("open_loops", _name(e, "subject", w), "", _text(e, "resolution", w), w,
+        claim(e, w, "open_loops", _name(e, "subject", w), "", _text(e, "resolution", w), w,
               payload={"closed": True, "closed_in": chapter})
     return chapter, claims
+
+
+def _certainty(entry: Mapping[str, Any], at: str) -> dict[str, str]:
+    """``{"certainty": …}`` for an uncertain or inferred entry, ``{}`` for a confirmed one."""
+    certainty = entry.get("certainty", "confirmed")
+    if certainty not in CERTAINTIES:
+        raise StoryValidationError(f"{at}.certainty", f"must be one of "
+                                   f"{', '.join(CERTAINTIES)}, got {certainty!r}")
+    return {} if certainty == "confirmed" else {"certainty": certainty}
 
 
 def apply_claims(pad: Scratchpad, claims: list[dict[str, Any]]) -> list[UpsertOutcome]:

@@ -32,7 +32,7 @@ def story(tmp_path):
 def test_5_index_is_a_real_sqlite_database(story):
     with sqlite3.connect(story.project.index_path) as db:
         tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert tables == {"state_changes", "relationships", "appearances"}
+        assert tables == {"state_changes", "relationships", "appearances", "loops"}
         assert db.execute("SELECT count(*) FROM state_changes").fetchone()[0] == 28
     index = ChapterIndex(story.project.index_path)
     assert index.chapters() == list(range(1, 13))

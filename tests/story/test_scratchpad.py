@@ -25,7 +25,7 @@ def test_1_categories_statuses_and_item_fields():
                         value="pier", source_chapter=2, evidence=["chapter:2"]).item
     assert list(item.to_dict()) == ["id", "layer", "category", "subject", "field", "value",
                                     "payload", "status", "source_chapter", "evidence",
-                                    "updated_at"]
+                                    "updated_at", "reported_chapter"]
     assert item.to_dict()["updated_at"] == "2026-09-01T00:00:00Z"
     assert MemoryItem.from_dict(item.to_dict()) == item
 
