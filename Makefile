@@ -3,7 +3,9 @@
 #                   (LAB_ARGS adds flags; the default adds --allow-root when run as root)
 #   make test       create .venv if needed, install pinned deps, run unit tests + strict nbval
 #   make notebooks  re-execute every chapter and solution notebook in place (after changing one)
-#   make html       render every chapter to standalone offline HTML under build/
+#   make html       build the course website (build/index.html) from the committed notebooks
+#   make slides     export every chapter to an offline reveal.js deck under build/slides/
+#   make slide-metadata  (re)write every chapter's slide metadata with tools/slides.py
 #   make bench      run the benchmarks in bench/ (not part of the tests)
 #   make lock       re-pin constraints.txt after changing pyproject.toml
 
@@ -17,8 +19,10 @@ SOLUTIONS := $(sort $(wildcard solutions/*.ipynb))
 # JupyterLab refuses to start as root without --allow-root (containers run as root).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+# reveal.js for the offline decks, from the npm package pinned in tools/reveal/package-lock.json
+REVEAL := tools/reveal/node_modules/reveal.js/dist/reveal.js
 
-.PHONY: install lab test notebooks html bench lock lint clean
+.PHONY: install lab test notebooks html slides slide-metadata bench lock lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +33,22 @@ $(STAMP): pyproject.toml constraints.txt tools/jupyterlab/overrides.json | $(BIN
 	mkdir -p $(LAB_SETTINGS) && cp tools/jupyterlab/overrides.json $(LAB_SETTINGS)/overrides.json
 	touch $(STAMP)
 
+$(REVEAL): tools/reveal/package.json tools/reveal/package-lock.json
+	npm ci --prefix tools/reveal --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $(REVEAL)
+
+# the JupyterLab slideshow extension (jupyterlab-rise) comes with the dev extra
 install: $(STAMP)
 
 lab: install
 	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/00_start_here.ipynb
 
-test: install
+# the site and deck tests (tests/site/) build what they open; reveal.js must be installed
+test: install $(REVEAL)
 	$(BIN)/python -m pytest
 
 notebooks: install
+	$(BIN)/python tools/slides.py $(NOTEBOOKS)
 	cd notebooks && for nb in $(notdir $(NOTEBOOKS)); do \
 	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=300 \
@@ -50,7 +61,13 @@ notebooks: install
 	done
 
 html: install
-	$(BIN)/python tools/render_html.py --out build $(NOTEBOOKS)
+	$(BIN)/python tools/build_site.py --out build
+
+slides: install $(REVEAL)
+	$(BIN)/python tools/build_decks.py --out build/slides $(NOTEBOOKS)
+
+slide-metadata: install
+	$(BIN)/python tools/slides.py $(NOTEBOOKS)
 
 bench: install
 	for b in bench/*.py; do case $$b in */benchlib.py) ;; *) $(BIN)/python $$b || exit 1;; esac; done

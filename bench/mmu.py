@@ -96,11 +96,12 @@ class NaiveMMU(ContextMMU):
     def select_candidates(self, query_terms, allowed, scope, now):
         scored = []
         for record_id, page in self.pages.items():
-            if page.scope not in allowed:
+            if page.scope not in allowed or not self.admit(page, now):
                 continue
             factors = self.factors(page, query_terms, scope, now)
             scored.append((rank_key(factor_score(factors, self.weights), record_id), factors))
         self.scored += len(scored)
+        scored = self.one_claim_per_origin(scored)
         scored.sort(key=lambda row: row[0])
         return [row for row in scored if row[1].relevance > 0][: self.candidate_limit]
 
@@ -111,7 +112,7 @@ class InsertionSortMMU(ContextMMU):
     def select_candidates(self, query_terms, allowed, scope, now):
         rows = []
         for record_id, page in self.pages.items():
-            if page.scope not in allowed:
+            if page.scope not in allowed or not self.admit(page, now):
                 continue
             factors = self.factors(page, query_terms, scope, now)
             row = (rank_key(factor_score(factors, self.weights), record_id), factors)

@@ -106,14 +106,44 @@ def _chat(args: argparse.Namespace) -> int:
 
     from labmem.chat import run_chat
 
-    return run_chat(workdir=Path(args.workdir))
+    return run_chat(workdir=Path(args.workdir), memory_tool=args.memory_tool)
 
 
 def register_chat(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("chat", help="talk to a model that can recall your history "
                                          "(needs the online extra, ANTHROPIC_API_KEY, MODEL_ID)")
     parser.add_argument("--workdir", default=".", help="directory read_file may read")
+    parser.add_argument("--memory-tool", action="store_true",
+                        help="also give the model the memory tool: its /memories live under "
+                             "$LABMEM_HOME/memory-tool/, every command logged (s15)")
     parser.set_defaults(handler=_chat)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from labmem.agents import MemoryToolbox, require_mcp, run_mcp_server
+    from labmem.core.clock import SteppingClock
+
+    require_mcp()  # before the home is touched
+    clock = SteppingClock(args.at, timedelta(seconds=1)) if args.at else None
+    toolbox = MemoryToolbox(args.home, user_id=args.user, workspace_id=args.workspace,
+                            clock=clock)
+    return run_mcp_server(toolbox)
+
+
+def register_mcp(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("mcp", help="serve one home's memory to an agent host over MCP "
+                                        "(stdio; needs the mcp extra)")
+    parser.add_argument("--home", required=True, help="the labmem home the tools read and "
+                                                      "write (created if missing)")
+    parser.add_argument("--user", default=os.environ.get("LABMEM_USER_ID") or "learner",
+                        help="whose memory ($LABMEM_USER_ID, default learner)")
+    parser.add_argument("--workspace", default="default", help="which workspace's facts")
+    parser.add_argument("--at", help="start a clock that ticks one second per reading at this "
+                                     "time (ISO-8601 with zone), for reproducible runs; "
+                                     "default: the system clock")
+    parser.set_defaults(handler=_mcp)
 
 
 def _resilience(args: argparse.Namespace) -> int:
@@ -164,7 +194,7 @@ def register_story(sub: argparse._SubParsersAction) -> None:
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     register_demo, register_recall, register_chat, register_resilience, register_story,
-    register_walkthrough,
+    register_walkthrough, register_mcp,
 ]
 
 

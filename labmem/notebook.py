@@ -258,6 +258,8 @@ CHAPTERS: tuple[Chapter, ...] = (
             "every layer, one restart-safe run", 1.5, 2, (25, 20)),
     Chapter("case study", "case_story_memory.ipynb", "Story memory",
             "a novel-writing tool's memory", 3.5, 2, (40, 35)),
+    Chapter("s15", "s15_connecting_memory_to_an_agent.ipynb", "Connecting to agents",
+            "an MCP server, the memory tool", 5.5, 2, (35, 25)),
 )
 
 START_PAGE = "00_start_here.ipynb"
@@ -322,7 +324,7 @@ def draw_chapter_map(chapters: Sequence[Chapter] = CHAPTERS):
     ax.set_xlim(-gap / 2 - 0.9, max(c.column for c in chapters) * gap + gap / 2)
     ax.set_ylim(-2.8, 0.55)
     ax.axis("off")
-    ax.set_title("The chapters, layer by layer (read left to right, then the two below)",
+    ax.set_title("The chapters, layer by layer (read left to right, then the row below)",
                  fontsize=9)
     fig.tight_layout()
     main_line = " → ".join(f"{c.code} {c.title}" for c in main)
@@ -836,6 +838,33 @@ DIAGRAMS: Mapping[str, Diagram] = {
          ("state", "orchestrator"), ("index", "orchestrator"),
          ("summaries", "orchestrator"), ("outlines", "orchestrator"),
          ("pad", "orchestrator"), ("orchestrator", "prompt")]),
+    "s15": _diagram(
+        "s15: two real interfaces, one set of guarantees",
+        "An agent host starts labmem mcp and calls its tools over stdin and stdout; the "
+        "model of the Messages API asks for memory commands, which the SDK's tool runner "
+        "hands to LabmemMemoryTool. MCP calls go through MemoryToolbox: a strict JSON schema, "
+        "then the library's own validation, then the layers' logs and snapshots under one "
+        "home. Memory commands go through MemoryDirectory: every path contained, no "
+        "symbolic links, size limits, atomic writes into the user's memories tree, and "
+        "every command in commands.jsonl. A bad argument or path on either side becomes a "
+        "tool error with labmem's one-line message, and nothing is written.",
+        [("host", "agent host\n(an IDE, a desktop or CLI agent)", 18, 3, "outside"),
+         ("model", "the model\n(Messages API, memory tool)", 88, 3, "outside"),
+         ("mcp", "labmem mcp --home DIR\nJSON-RPC over stdin/stdout", 18, 11),
+         ("tool", "LabmemMemoryTool\ncalled by the SDK's tool runner", 88, 11),
+         ("toolbox", "MemoryToolbox\nstrict JSON schema, then\nthe library's validation",
+          18, 20),
+         ("refuse", "refused: a tool error\nwith labmem's message;\nnothing written", 53, 20,
+          "refuse"),
+         ("memdir", "MemoryDirectory\npaths contained, no links,\nlimits, atomic writes",
+          88, 20),
+         ("layers", "s10–s14 layers, one home\nlogs + snapshots per scope", 18, 29,
+          "store"),
+         ("files", "memory-tool/<scope>/memories/\n+ commands.jsonl", 88, 29, "store")],
+        [("host", "mcp", "tools/call"), ("model", "tool", "tool_use"), ("mcp", "toolbox"),
+         ("tool", "memdir"), ("toolbox", "refuse", "bad input", True),
+         ("memdir", "refuse", "bad path", True), ("toolbox", "layers", "write"),
+         ("memdir", "files", "write")]),
 }
 
 

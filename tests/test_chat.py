@@ -7,6 +7,8 @@ import sys
 import pytest
 
 from labmem.chat import AgentLoop, ChatConfigError, read_workspace_file, runtime_client, tool_log
+from labmem.core.errors import LabmemError
+from labmem.core.text import estimate_tokens
 from labmem.recall.tool import default_runtime
 from tests.fake_messages_api import FakeMessagesAPI
 
@@ -94,3 +96,96 @@ def test_tool_errors_go_back_to_the_model(workdir, tmp_path, monkeypatch):
     output, failed = loop._run_tool("recall_history", {"query": "   "})
     assert failed and "must not be empty" in output
     assert default_runtime().store.latest_profile() is not None
+
+
+# -- issue 20: the limit is the library's, the request is booked, long views are compacted --
+
+@pytest.mark.parametrize("limit", [2.7, "3", True, 0, 11, None])
+def test_a_bad_recall_limit_is_refused_exactly_like_the_library(workdir, tmp_path, monkeypatch,
+                                                                limit):
+    from labmem.recall import RecallQueryError, recall_history
+
+    monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
+    with pytest.raises(RecallQueryError) as library:
+        default_runtime().engine.recall("SQLite persistence", limit=limit)
+    with pytest.raises(RecallQueryError) as tool:
+        recall_history("SQLite persistence", limit)
+    assert str(tool.value) == str(library.value) and "limit" in str(tool.value)
+    loop = AgentLoop(client=None, model="m", workdir=workdir)
+    output, failed = loop._run_tool("recall_history", {"query": "SQLite persistence",
+                                                       "limit": limit})
+    assert failed and output == f"RecallQueryError: {library.value}"
+
+
+def test_each_call_is_booked_and_compared_with_the_reported_usage(workdir, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
+    with FakeMessagesAPI() as api:
+        client, model = runtime_client({"ANTHROPIC_API_KEY": "k", "MODEL_ID": "m-test",
+                                        "ANTHROPIC_BASE_URL": api.url})
+        loop = AgentLoop(client, model, workdir=workdir, memory="<profile>likes tea</profile>")
+        loop.ask("What did we decide about persistence?")
+    assert len(loop.ledgers) == len(api.requests) == 3
+    first, _, last = loop.ledgers
+    assert first.memory == estimate_tokens("<profile>likes tea</profile>")
+    assert last.memory > first.memory  # the recall result in the view is memory
+    assert last.history > first.history
+    assert all(ledger.actual_input is not None and ledger.estimate_error is not None
+               for ledger in loop.ledgers)
+    assert api.requests[0]["body"]["system"].endswith("<profile>likes tea</profile>")
+    assert loop.compactions == []  # 200k tokens: nothing to compact
+
+
+def test_a_long_single_task_is_compacted_before_the_call_that_would_crowd_memory(
+        workdir, tmp_path, monkeypatch):
+    from labmem.context import estimate_messages_tokens, validate_tool_protocol
+
+    monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
+    history = [{"role": "user", "content": "Port the module and keep the tests green."}]
+    for r in range(30):
+        history += [{"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{r}", "name": "read_file",
+             "input": {"path": f"m{r}.py"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{r}",
+                                          "content": f"file {r} " + "x" * 800}]}]
+    with FakeMessagesAPI() as api:
+        client, model = runtime_client({"ANTHROPIC_API_KEY": "k", "MODEL_ID": "m-test",
+                                        "ANTHROPIC_BASE_URL": api.url})
+        loop = AgentLoop(client, model, workdir=workdir, context_limit=6_000, max_tokens=300,
+                         min_memory_tokens=1_000)
+        loop.messages = list(history)
+        before = loop.plan()
+        assert before.needs_compaction(1_000)
+        loop.ask("Now summarize what you found.")
+    assert loop.compactions and estimate_messages_tokens(history) > 6_000
+    booked = loop.ledgers[0]
+    assert booked.fits and not booked.needs_compaction(1_000)
+    sent = api.requests[0]["body"]["messages"]
+    validate_tool_protocol(sent)
+    assert sent[0]["content"] == history[0]["content"]
+    assert sent[-1]["content"] == "Now summarize what you found."
+
+
+def test_a_recall_is_cut_to_the_room_the_request_has_left(workdir):
+    calls = []
+
+    def recall(query, *, limit):
+        calls.append(limit)
+        return "{" + "h" * 800 * limit + "}"
+
+    loop = AgentLoop(client=None, model="m", workdir=workdir, recall=recall,
+                     context_limit=1_200, max_tokens=100, min_memory_tokens=0)
+    room = loop.plan().free
+    output, failed = loop._run_tool("recall_history", {"query": "q", "limit": 5})
+    assert not failed and estimate_tokens(output) <= room and calls == [5, 4]
+    tight = AgentLoop(client=None, model="m", workdir=workdir, recall=recall,
+                      context_limit=500, max_tokens=100, min_memory_tokens=0)
+    output, failed = tight._run_tool("recall_history", {"query": "q", "limit": 2})
+    assert failed and output.startswith("NoMemoryRoomError: no room for recalled memory")
+
+
+def test_a_window_too_small_for_the_fixed_parts_fails_at_start(workdir):
+    with pytest.raises(ChatConfigError, match="context_limit 300 cannot hold"):
+        AgentLoop(client=None, model="m", workdir=workdir, context_limit=300, max_tokens=100)
+    with pytest.raises(LabmemError, match="output_reserve"):
+        AgentLoop(client=None, model="m", workdir=workdir, context_limit=1_000, max_tokens=1_000)

@@ -100,3 +100,53 @@ def test_console_script_runs(tmp_path):
     out = subprocess.run([sys.executable, "-m", "labmem.cli", "demo", "s12"], env=env,
                          capture_output=True, text=True, check=True)
     assert "[5] render" in out.stdout
+
+
+# -- a fast start: emptiness by size, the recall index from its sidecar ------------------
+
+def _fill_default_store(home, count):
+    from tests.recall.sidecar_workers import drafts
+
+    runtime = default_runtime(home=home)
+    runtime.store.append_many(drafts(0, count))
+    return runtime.store.path
+
+
+def test_default_runtime_never_decodes_a_store_that_has_records(home):
+    path = _fill_default_store(home, 50)
+    runtime = default_runtime()
+    assert runtime.store.bytes_read == 0  # emptiness known from the file, not a decode
+    assert runtime.store.path == path
+
+
+def test_a_store_with_only_a_torn_line_counts_as_empty(home):
+    path = home / "remote-memory" / f"{scope_digest('learner')}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"memory_id": "torn')  # a writer died mid-line: no record
+    store = default_runtime().store
+    assert [r.memory_id for r in store.read_all()] == [r["memory_id"] for r in TEACHING_RECORDS]
+
+
+def test_cli_recall_writes_the_sidecar_once_and_answers_the_same(home, capsys):
+    from labmem.recall.sidecar import sidecar_path
+
+    path = _fill_default_store(home, 1100)
+    def ranked():  # the clock is the wall clock here: compare what does not depend on it
+        assert main(["recall", "dog shelter", "--json"]) == 0
+        hits = json.loads(capsys.readouterr().out)["hits"]
+        return [(h["memory_id"], h["score"], h["score_breakdown"]["terms"]) for h in hits]
+
+    first = ranked()
+    assert sidecar_path(path).exists() and first
+    assert ranked() == first
+
+
+def test_cli_recall_imports_only_what_recall_needs(home):
+    _fill_default_store(home, 20)
+    code = ("import sys\nfrom labmem.cli import main\nmain(['recall', 'dog'])\n"
+            "heavy = {'pandas', 'matplotlib', 'anthropic', 'openai', 'httpx', 'nbformat',"
+            " 'scipy', 'hypothesis'}\n"
+            "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "LABMEM_HOME": str(home)}, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -26,14 +26,15 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "labmem"
 CORE = "core"
 LAYERS = frozenset({"transcript", "workspace", "user", "recall", "artifacts", "context",
                     "mmu", "story"})
-FACES = frozenset({"walkthrough", "resilience", "cli", "chat", "notebook", "exercises"})
+FACES = frozenset({"walkthrough", "resilience", "cli", "chat", "notebook", "exercises",
+                   "agents"})
 # (importing module, imported unit): the exceptions, each one named
 ALLOWED_CROSS_LAYER = frozenset({("labmem.context.sources", "transcript"),
                                  ("labmem.context.sources", "artifacts")})
 
 TREE = {"__init__.py", "core", "transcript.py", "workspace", "user.py", "recall", "artifacts",
         "context", "mmu", "story", "walkthrough", "resilience.py", "cli.py", "chat.py",
-        "notebook.py", "exercises"}
+        "notebook.py", "exercises", "agents"}
 CORE_MODULES = {"__init__", "clock", "errors", "provenance", "storage", "text", "validation",
                 "metrics", "render"}
 OLD_MODULES = ["clock", "errors", "provenance", "storage", "text", "validation", "metrics",
@@ -145,6 +146,8 @@ CHAPTER_API = {
     "labmem.mmu": ["ContextMMU", "FileMemoryService"],
     "labmem.story": ["MemoryContractAdapter", "Scratchpad"],
     "labmem.walkthrough": ["run_walkthrough"],
+    "labmem.agents": ["MemoryToolbox", "MemoryDirectory", "LabmemMemoryTool", "call_server",
+                      "LocalMessagesAPI", "host_config"],
 }
 
 

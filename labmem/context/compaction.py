@@ -5,8 +5,16 @@ least lossy first, stopping as soon as the view is under the threshold:
 
 1. ``tool_result_truncation`` — cut oversized tool results, saying how much was cut;
 2. ``file_read_dedup``        — a file read again later makes the earlier read's body redundant;
-3. ``turn_pruning``           — keep the first message and the most recent turns;
-4. ``conversation_summary``   — replace older turns by a summarizer's text.
+3. ``turn_pruning``           — keep the first message and the most recent turns; if still
+   over, clear the results of older tool rounds (a placeholder names the tool and what
+   was cleared), keeping the most recent ``keep_recent_tool_rounds`` in full;
+4. ``conversation_summary``   — replace older turns by a summarizer's text; if still over,
+   older tool rounds too (the first message and every user instruction stay).
+
+Both count *tool rounds* (an assistant message that calls tools, with its results) as well
+as turns (a user-authored message to the next): an agent loop with one instruction and
+forty tool rounds — the common shape of a coding agent — is one turn, and would otherwise
+never be compacted.
 
 Durable state — confirmed facts, pending items, selected retrieval evidence, each with
 a source pointer — never enters the summarizer. It passes through unchanged and is
@@ -97,12 +105,15 @@ class CompactionPolicy:
     max_tool_result_tokens: int = 2_000
     keep_recent_turns: int = 6
     summary_keep_recent_turns: int = 2
+    keep_recent_tool_rounds: int = 8
+    summary_keep_recent_tool_rounds: int = 3
     file_read_tools: tuple[str, ...] = ("read_file", "Read", "view_file")
     file_path_keys: tuple[str, ...] = ("path", "file_path")
 
     def __post_init__(self) -> None:
         for name in ("token_threshold", "hard_limit", "max_tool_result_tokens",
-                     "keep_recent_turns", "summary_keep_recent_turns"):
+                     "keep_recent_turns", "summary_keep_recent_turns",
+                     "keep_recent_tool_rounds", "summary_keep_recent_tool_rounds"):
             _positive_int(getattr(self, name), f"policy.{name}")
         if self.hard_limit < self.token_threshold:
             raise InvalidInputError("policy.hard_limit",
@@ -421,37 +432,118 @@ def close_tool_pairs(messages: Sequence[Message], keep: Iterable[int]) -> frozen
     return frozenset(kept)
 
 
+def _round_starts(messages: Sequence[Message]) -> list[int]:
+    """Indexes where a tool round begins: an assistant message that calls a tool."""
+    return [i for i, m in enumerate(messages) if m["role"] == "assistant"
+            and any(b["type"] == "tool_use" for b in _blocks(m))]
+
+
+def _over(messages: Sequence[Message], policy: CompactionPolicy) -> bool:
+    return estimate_messages_tokens(messages) >= policy.token_threshold
+
+
+CLEARED_PREFIX = "[tool_result cleared: "
+
+
+def _clear_old_tool_results(messages: list[Message], policy: CompactionPolicy) -> list[Message]:
+    """Replace the results of all but the most recent ``keep_recent_tool_rounds`` rounds by
+    a placeholder naming the tool, its first argument and how much was cleared. The pair
+    stays (the result block is kept, only its content changes); the first message too."""
+    rounds = _round_starts(messages)
+    if len(rounds) <= policy.keep_recent_tool_rounds:
+        return messages
+    calls: dict[str, dict[str, Any]] = {}
+    for i in rounds[: len(rounds) - policy.keep_recent_tool_rounds]:
+        calls.update({b["id"]: b for b in _blocks(messages[i]) if b["type"] == "tool_use"})
+    for message in messages[1:]:
+        for block in _blocks(message):
+            use = calls.get(block.get("tool_use_id")) if block["type"] == "tool_result" else None
+            if use is None:
+                continue
+            text = _result_text(block)
+            what = _block_note(use)
+            marker = f"{CLEARED_PREFIX}{what} — {len(text):,} characters]"
+            if estimate_tokens(marker) < estimate_tokens(text):
+                block["content"] = marker
+    return messages
+
+
 def _prune_turns(messages: list[Message], policy: CompactionPolicy,
                  summarizer: Summarizer) -> list[Message]:
     starts = _turn_starts(messages)
-    if len(starts) <= policy.keep_recent_turns:
-        return messages
-    recent_from = starts[-policy.keep_recent_turns]
-    keep = close_tool_pairs(messages, {0} | set(range(recent_from, len(messages))))
-    return [m for i, m in enumerate(messages) if i in keep]
+    if len(starts) > policy.keep_recent_turns:
+        recent_from = starts[-policy.keep_recent_turns]
+        keep = close_tool_pairs(messages, {0} | set(range(recent_from, len(messages))))
+        messages = [m for i, m in enumerate(messages) if i in keep]
+    if _over(messages, policy):
+        messages = _clear_old_tool_results(messages, policy)
+    return messages
 
 
-def _summarize(messages: list[Message], policy: CompactionPolicy,
-               summarizer: Summarizer) -> list[Message]:
+SUMMARY_PREFIX = "[conversation_summary of "
+
+
+def _is_summary(message: Message) -> bool:
+    return isinstance(message["content"], str) and message["content"].startswith(SUMMARY_PREFIX)
+
+
+def _summary_note(older: Sequence[Message], summarizer: Summarizer) -> Message | None:
+    """The summarizer's text for ``older`` as one message, or None if it failed."""
+    transcript = "\n".join(f"{m['role']}: " + " | ".join(_block_text(b) for b in _blocks(m))
+                           for m in older)
+    try:
+        summary = summarizer(transcript)
+    except Exception:  # a failing summarizer must not cost us the conversation
+        return None
+    if not isinstance(summary, str) or not summary.strip():
+        return None
+    return {"role": "user", "content": f"{SUMMARY_PREFIX}{len(older)} earlier "
+                                       f"messages]\n{summary.strip()}"}
+
+
+def _summarize_turns(messages: list[Message], policy: CompactionPolicy,
+                     summarizer: Summarizer) -> list[Message]:
     starts = _turn_starts(messages)
     if len(starts) <= policy.summary_keep_recent_turns:
         return messages
     recent_from = starts[-policy.summary_keep_recent_turns]
     recent = close_tool_pairs(messages, range(recent_from, len(messages)))
     older = [m for i, m in enumerate(messages) if i not in recent]
-    if not older:
+    note = _summary_note(older, summarizer) if older else None
+    if note is None:
         return messages
-    transcript = "\n".join(f"{m['role']}: " + " | ".join(_block_text(b) for b in _blocks(m))
-                           for m in older)
-    try:
-        summary = summarizer(transcript)
-    except Exception:  # a failing summarizer must not cost us the conversation
-        return messages
-    if not isinstance(summary, str) or not summary.strip():
-        return messages
-    note = {"role": "user", "content": f"[conversation_summary of {len(older)} earlier "
-                                       f"messages]\n{summary.strip()}"}
     return [note] + [m for i, m in enumerate(messages) if i in recent]
+
+
+def _summarize_rounds(messages: list[Message], policy: CompactionPolicy,
+                      summarizer: Summarizer) -> list[Message]:
+    """Inside one long task: summarize the tool rounds before the most recent
+    ``summary_keep_recent_tool_rounds``; the first message and every user instruction
+    stay, pairs stay whole, and the summary follows the first message."""
+    rounds = _round_starts(messages)
+    if len(rounds) <= policy.summary_keep_recent_tool_rounds:
+        return messages
+    recent_from = rounds[-policy.summary_keep_recent_tool_rounds]
+    # an earlier summary is folded into the new one (one summary, not a stack of them)
+    instructions = {i for i in _turn_starts(messages) if not _is_summary(messages[i])}
+    keep = close_tool_pairs(messages, {0, *instructions, *range(recent_from, len(messages))}
+                            - {i for i in (0,) if _is_summary(messages[0])})
+    older = [m for i, m in enumerate(messages) if i not in keep]
+    note = _summary_note(older, summarizer) if older else None
+    if note is None:
+        return messages
+    kept = [m for i, m in enumerate(messages) if i in keep]
+    if 0 not in keep:
+        return [note] + kept
+    return kept[:1] + [note] + kept[1:]
+
+
+def _summarize(messages: list[Message], policy: CompactionPolicy,
+               summarizer: Summarizer) -> list[Message]:
+    messages = _summarize_turns(messages, policy, summarizer)
+    if _over(messages, policy):
+        messages = _summarize_rounds(messages, policy, summarizer)
+    return messages
 
 
 _LAYER_FUNCTIONS = dict(zip(LAYERS, (_truncate_tool_results, _dedup_file_reads, _prune_turns,
@@ -578,11 +670,12 @@ def _block_note(block: dict[str, Any]) -> str:
         text = _result_text(block)
         mark = (", cut" if "[tool_result_truncation: cut" in text
                 else ", superseded" if text.startswith("[file_read_dedup: superseded")
+                else ", cleared" if text.startswith(CLEARED_PREFIX)
                 else "")
         return f"result of {block['tool_use_id']}{mark}"
     text = block["text"]
-    if text.startswith("[conversation_summary of "):
-        return "summary of " + text[len("[conversation_summary of "):].split(" ", 1)[0] + \
+    if text.startswith(SUMMARY_PREFIX):
+        return "summary of " + text[len(SUMMARY_PREFIX):].split(" ", 1)[0] + \
             " messages"
     return _short(repr(text), _NOTE_CHARS)
 

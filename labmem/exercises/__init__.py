@@ -37,7 +37,7 @@ def not_answered(exercise: str) -> Feedback:
 
 
 CHAPTER_MODULES = ("s09", "s10", "s11", "s12", "s12b", "s13", "s14_compaction", "s14_mmu",
-                   "walkthrough", "story")
+                   "walkthrough", "story", "s15")
 
 
 def build_exercises() -> tuple:

@@ -1,4 +1,5 @@
-"""Checkers for the s14 compaction exercises (layers, pointer statuses, tool pairs).
+"""Checkers for the s14 compaction exercises (layers, pointer statuses, tool rounds, tool
+pairs).
 
 Each checker works its answer out with the real library — a compaction of its own small
 conversation, pointers resolved against a throw-away session — never from a stored copy.
@@ -23,7 +24,9 @@ from labmem.context import (
     SourcePointerResolver,
     close_tool_pairs,
     compact_context,
+    compaction_steps,
     estimate_messages_tokens,
+    outline_messages,
 )
 from labmem.core.clock import FixedClock
 from labmem.exercises import Feedback, not_answered
@@ -201,6 +204,48 @@ def check_runs_at_threshold(answer: Any) -> Feedback:
                         "strictly below it to stop")
     return Feedback(name, False, "try it: set token_threshold to estimate_messages_tokens(...) "
                     "of a conversation and look at applied_layers")
+
+
+# Exercise 5: one instruction, then this many tool rounds, under this policy.
+EXERCISE_5_ROUNDS = 12
+EXERCISE_5_POLICY = {"token_threshold": 1_500, "hard_limit": 50_000,
+                     "keep_recent_tool_rounds": 5, "file_read_tools": ()}
+
+
+def exercise_5_messages() -> list[Message]:
+    """One instruction, :data:`EXERCISE_5_ROUNDS` test runs of 1,200 characters, the answer."""
+    messages = [_user("Make the whole test suite pass.")]
+    for r in range(EXERCISE_5_ROUNDS):
+        messages += [_call(f"run{r}", "bash", cmd=f"pytest tests/part_{r}"),
+                     _result(f"run{r}", f"part {r}: " + "." * 1_190)]
+    return messages + [_assistant("The suite passes.")]
+
+
+def cleared_results() -> int:
+    """Exercise 5: how many tool results ``turn_pruning`` replaced by a placeholder."""
+    steps = compaction_steps(exercise_5_messages(), summarizer=exercise_summarizer,
+                             policy=CompactionPolicy(**EXERCISE_5_POLICY))
+    pruned = next(step for step in steps if step.name == "turn_pruning")
+    return sum(o.note.endswith(", cleared") for o in outline_messages(pruned.messages))
+
+
+def check_cleared(answer: Any) -> Feedback:
+    """Exercise 5: a whole number."""
+    name = "s14.5 tool rounds"
+    if answer is None:
+        return not_answered(name)
+    if isinstance(answer, bool) or not isinstance(answer, int):
+        return Feedback(name, False, "answer with a whole number of tool results")
+    expected = cleared_results()
+    if answer == expected:
+        return Feedback(name, True, "one turn, but twelve tool rounds: all but the "
+                        f"{EXERCISE_5_POLICY['keep_recent_tool_rounds']} most recent lose their "
+                        "result to a placeholder")
+    if answer == 0:
+        return Feedback(name, False, "it is one turn, but turn_pruning counts tool rounds too")
+    if answer == EXERCISE_5_ROUNDS:
+        return Feedback(name, False, "keep_recent_tool_rounds rounds keep their results in full")
+    return Feedback(name, False, "count the rounds, then subtract the ones kept in full")
 
 
 # -- build it yourself: keep tool pairs whole -----------------------------------------------

@@ -1,21 +1,25 @@
 """Checkers for the s14 Context MMU exercises.
 
-Four predict-the-value exercises (the factor score, recency, the budget boundary, what the
-L1 overview loses) and one build exercise: the eviction choice, judged against
-:func:`labmem.mmu.choose_evictions`.
+Five predict-the-value exercises (the factor score, recency, the budget boundary, what the
+L1 overview loses, which claim is current) and one build exercise: the eviction choice,
+judged against :func:`labmem.mmu.choose_evictions`.
 """
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
+from labmem.core.clock import SteppingClock
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
 from labmem.mmu import (
+    STATUSES,
     Factors,
     FactorWeights,
+    FileMemoryService,
     LossRow,
     MemoryRecord,
     ResidentPage,
@@ -146,6 +150,52 @@ def check_needs_l2(answer: set[str] | None) -> Feedback:
                                      "space before character 160 — check where that space is")
     return Feedback(name, False, "a note of at most 160 characters is kept whole, and a phrase "
                                  "that ends before the cut survives")
+
+
+# Exercise 6: four claims about one thing (same scope and origin key), written in this order.
+EXERCISE_6_CLAIMS: tuple[tuple[str, str, str], ...] = (
+    ("a", "tool_observed", "The cache TTL of the billing API is 300 seconds."),
+    ("b", "model_inferred", "The cache TTL of the billing API is probably 60 seconds."),
+    ("c", "user_stated", "The cache TTL of the billing API is 600 seconds."),
+    ("d", "tool_observed", "The cache TTL of the billing API is 900 seconds."),
+)
+
+
+def exercise_6_statuses() -> dict[str, str]:
+    """The library's answer: write the four claims to a fresh service, read each status."""
+    with tempfile.TemporaryDirectory(prefix="labmem-ex6-") as root:
+        service = FileMemoryService(root, clock=SteppingClock(_T0))
+        ids = {label: service.remember(
+            "semantic", scope="alice", title="Billing API cache TTL", text=text,
+            outcome="succeeded", evidence=[f"ev:{label}"], source_kind=source,
+            origin_key="billing-cache-ttl").record_id
+            for label, source, text in EXERCISE_6_CLAIMS}
+        return {label: service.recall_key(record_id, scope="alice").status
+                for label, record_id in ids.items()}
+
+
+def check_current_claim(answer: dict[str, str] | None) -> Feedback:
+    """Exercise 6: the status of each claim of :data:`EXERCISE_6_CLAIMS` after all four."""
+    name = "exercise 6 (what is true now)"
+    if answer is None:
+        return not_answered(name)
+    labels = [label for label, _, _ in EXERCISE_6_CLAIMS]
+    if not isinstance(answer, dict) or sorted(answer) != labels:
+        return Feedback(name, False, f"answer with a dict from each of {labels} to a status")
+    unknown = sorted({v for v in answer.values() if v not in STATUSES}, key=str)
+    if unknown:
+        return Feedback(name, False, f"{unknown} is not a status; statuses are "
+                                     f"{list(STATUSES)}")
+    expected = exercise_6_statuses()
+    if answer == expected:
+        return Feedback(name, True, "a claim replaces only claims of equal or lower rank; a "
+                                    "lower-ranked one waits as a pending conflict")
+    wrong = [label for label in labels if answer[label] != expected[label]]
+    first = wrong[0]
+    source = dict((label, src) for label, src, _ in EXERCISE_6_CLAIMS)[first]
+    return Feedback(name, False, f"claim {first!r} ({source}) is not {answer[first]!r}: compare "
+                                 "its source's rank with the rank of the claim that was "
+                                 "current when it arrived")
 
 
 # -- build it yourself: the eviction choice --------------------------------------------------

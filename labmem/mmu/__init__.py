@@ -6,6 +6,8 @@
 * :mod:`labmem.mmu.scoring` — the seven-factor score.
 * :mod:`labmem.mmu.mmu` — :class:`ContextMMU`: recall, promotion, eviction, the ledger;
   :func:`choose_evictions`, the eviction choice as one pure rule.
+* :mod:`labmem.mmu.request` — :class:`RequestLedger`: one model call's window (system,
+  tools, history, memory, output reserve); memory gets what is left.
 * :mod:`labmem.mmu.trace` / :mod:`labmem.mmu.evaluation` — explain and measure a recall.
 """
 
@@ -23,12 +25,17 @@ from labmem.mmu.errors import (
     WriteGateError,
 )
 from labmem.mmu.evaluation import (
+    EvaluationReport,
+    LabeledQuery,
     LossRow,
+    QueryScore,
     churn,
+    evaluate,
     information_loss,
     load_json,
     precision_at_k,
     recall_at_k,
+    remember_rows,
 )
 from labmem.mmu.mmu import (
     GLOBAL_SCOPE,
@@ -49,9 +56,21 @@ from labmem.mmu.pages import (
     derive_l0,
     derive_l1,
     derive_l2,
+    needs_full_text,
     tokens_of,
 )
-from labmem.mmu.records import MEMORY_TYPES, SOURCE_KINDS, STATUSES, MemoryRecord, content_hash
+from labmem.mmu.records import (
+    CURRENT_STATUSES,
+    MEMORY_TYPES,
+    SOURCE_KINDS,
+    SOURCE_RANK,
+    STATUSES,
+    MemoryRecord,
+    Tombstone,
+    content_hash,
+    exclusion_reason,
+)
+from labmem.mmu.request import PARTS, RequestLedger, plan_request, tool_tokens
 from labmem.mmu.scoring import (
     FACTOR_NAMES,
     Factors,
@@ -62,8 +81,15 @@ from labmem.mmu.scoring import (
     recency,
     relevance,
 )
-from labmem.mmu.service import FileMemoryService, MemoryService, RecallHit
-from labmem.mmu.trace import RecallTrace, query_hash
+from labmem.mmu.service import FileMemoryService, MemoryService, QueryExplanation, RecallHit
+from labmem.mmu.trace import (
+    Exclusion,
+    RecallTrace,
+    ReplayCheck,
+    ReplayRow,
+    StaleHit,
+    query_hash,
+)
 
 __all__ = [
     "GLOBAL_SCOPE", "MEMORY_TYPES", "SOURCE_KINDS", "STATUSES",
@@ -77,4 +103,9 @@ __all__ = [
     "REASON_NO_ROOM", "REASON_TOO_LARGE", "derive_l0", "derive_l1", "derive_l2", "tokens_of",
     "ResidentPage", "choose_evictions",
     "FACTOR_NAMES", "LEVEL_OF", "charge", "contributions",
+    "CURRENT_STATUSES", "SOURCE_RANK", "Tombstone", "exclusion_reason", "QueryExplanation",
+    "Exclusion", "ReplayCheck", "ReplayRow", "StaleHit",
+    "PARTS", "RequestLedger", "plan_request", "tool_tokens",
+    "needs_full_text", "EvaluationReport", "LabeledQuery", "QueryScore", "evaluate",
+    "remember_rows",
 ]

@@ -6,6 +6,11 @@
 * :func:`information_loss` — for records whose decisive detail is a negation, a number, a
   condition or an exception: is the detail still in L1, or must the page go to L2 before
   anyone decides on it?
+* :func:`evaluate` — a run of labeled queries (:class:`LabeledQuery`: what to load, what
+  must *not* be loaded, when it is asked), reporting beside recall@k and precision@k the
+  share of loaded pages at L2, relevant pages refused for budget, stale hits (a
+  must-not-load page loaded, or a record that changed mid-recall) and re-hits of pages
+  evicted earlier in the run.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from labmem.core import metrics
+from labmem.core.clock import parse_timestamp
 from labmem.core.errors import validated_as
 from labmem.core.text import normalize_text
 from labmem.core.validation import require_int
@@ -88,3 +95,100 @@ def churn(mmu, queries: Sequence[str], *, scope: str, start, step) -> list[dict[
                      "rejections": sum(mmu.rejections.values()) - before[2],
                      "token_used": trace.budget_used, "hot": trace.hot, "warm": trace.warm})
     return rows
+
+
+def remember_rows(service, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Write the labeled rows (``data/mmu/labeled_queries.json``: ``records`` or
+    ``updates``) in order; return ``{key: record id}``. ``origin`` defaults to the key."""
+    ids = {}
+    for row in rows:
+        record = service.remember(
+            row["type"], scope=row["scope"], title=row["title"], text=row["text"],
+            outcome="succeeded", evidence=[f"ev:{row['key']}"], source_kind=row["source_kind"],
+            origin_key=row.get("origin", row["key"]), importance=row["importance"],
+            valid_until=row.get("valid_until"))
+        ids[row["key"]] = record.record_id
+    return ids
+
+
+@dataclass(frozen=True)
+class LabeledQuery:
+    """A query with the record ids it should load, those it must not, and when it is asked."""
+
+    query: str
+    scope: str
+    relevant: tuple[str, ...]
+    must_not_load: tuple[str, ...]
+    at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], ids: dict[str, str]) -> LabeledQuery:
+        """A labeled row whose keys are mapped to record ids through ``ids``."""
+        return cls(row["query"], row["scope"], tuple(ids[k] for k in row["relevant"]),
+                   tuple(ids[k] for k in row.get("must_not_load", ())),
+                   parse_timestamp(row["at"], field="at"))
+
+
+@dataclass(frozen=True)
+class QueryScore:
+    """One recall of an evaluation run, measured."""
+
+    query: str
+    scope: str
+    loaded: tuple[str, ...]
+    recall: float
+    precision: float
+    at_l2: int  # loaded pages that are HOT (full text)
+    refused_relevant: tuple[str, ...]  # relevant pages rejected for budget
+    stale_hits: tuple[str, ...]  # must-not-load pages loaded, and mid-recall changes
+    rehits: tuple[str, ...]  # loaded pages that an earlier recall of the run evicted
+
+    @property
+    def l2_share(self) -> float:
+        return round(self.at_l2 / len(self.loaded), 6) if self.loaded else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "scope": self.scope, "loaded": list(self.loaded),
+                "recall": self.recall, "precision": self.precision,
+                "l2_share": self.l2_share, "refused_relevant": list(self.refused_relevant),
+                "stale_hits": list(self.stale_hits), "rehits": list(self.rehits)}
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    k: int
+    rows: tuple[QueryScore, ...]
+
+    def summary(self) -> dict[str, float | int]:
+        n = len(self.rows) or 1
+        loaded = sum(len(r.loaded) for r in self.rows)
+        return {"queries": len(self.rows), f"mean recall@{self.k}": round(
+                    sum(r.recall for r in self.rows) / n, 3),
+                f"mean precision@{self.k}": round(sum(r.precision for r in self.rows) / n, 3),
+                "L2 share": round(sum(r.at_l2 for r in self.rows) / loaded, 3) if loaded else 0.0,
+                "relevant refused for budget": sum(len(r.refused_relevant) for r in self.rows),
+                "stale hits": sum(len(r.stale_hits) for r in self.rows),
+                "re-hits of evicted pages": sum(len(r.rehits) for r in self.rows)}
+
+
+def evaluate(mmu, queries: Sequence[LabeledQuery], *, k: int = 3) -> EvaluationReport:
+    """Recall each query in order (at its own time) on ``mmu`` and measure each recall."""
+    _require_k(k)
+    evicted: set[str] = set()
+    rows = []
+    for q in queries:
+        if not isinstance(q, LabeledQuery):
+            raise MmuValidationError("queries", "must hold LabeledQuery values",
+                                     "build them with LabeledQuery.from_row(row, ids)")
+        trace = mmu.recall(q.query, scope=q.scope, now=q.at)
+        loaded = trace.loaded
+        rehits = tuple(i for i in loaded if i in evicted)
+        evicted = (evicted - set(loaded)) | set(trace.evicted)
+        rows.append(QueryScore(
+            q.query, q.scope, loaded, round(recall_at_k(loaded, q.relevant, k), 6),
+            round(precision_at_k(loaded, q.relevant, k), 6),
+            sum(c.level == "L2" for c in trace.candidates),
+            tuple(r.record_id for r in trace.rejected if r.record_id in q.relevant),
+            tuple(i for i in loaded if i in q.must_not_load)
+            + tuple(s.record_id for s in trace.stale), rehits))
+    return EvaluationReport(k, tuple(rows))

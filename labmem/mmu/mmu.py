@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -33,9 +33,17 @@ from labmem.core.clock import Clock, parse_timestamp, resolve_clock
 from labmem.core.errors import validated_as
 from labmem.core.text import extract_terms
 from labmem.core.validation import require_int, require_text
-from labmem.mmu.errors import LedgerError, MmuValidationError
-from labmem.mmu.pages import Level, Page, RepresentationCache, Residency, tokens_of
-from labmem.mmu.records import MemoryRecord
+from labmem.mmu.errors import LedgerError, MmuValidationError, RecordNotFoundError
+from labmem.mmu.pages import (
+    Level,
+    Page,
+    RepresentationCache,
+    Residency,
+    needs_full_text,
+    tokens_of,
+)
+from labmem.mmu.records import CURRENT_STATUSES, MemoryRecord, claim_key, exclusion_reason
+from labmem.mmu.request import RequestLedger
 from labmem.mmu.scoring import (
     DEFAULT_HALF_LIFE,
     Factors,
@@ -46,7 +54,16 @@ from labmem.mmu.scoring import (
     recency,
     relevance,
 )
-from labmem.mmu.trace import CandidateTrace, RecallTrace, Rejection, query_hash
+from labmem.mmu.trace import (
+    CandidateTrace,
+    Exclusion,
+    RecallTrace,
+    Rejection,
+    ReplayCheck,
+    ReplayRow,
+    StaleHit,
+    query_hash,
+)
 
 GLOBAL_SCOPE = "global"
 REASON_TOO_LARGE = "larger than the whole budget"
@@ -174,6 +191,11 @@ class ContextMMU:
         self._index: dict[str, set[str]] = {}
         self._resident: set[str] = set()
         self._cursor = 0
+        self._excluded: list[Exclusion] = []  # filled by admit() during one recall
+        self.stale_hits = 0
+        #: fault injection: called with the chosen candidate ids after candidate selection
+        #: and before any promotion (tests let a forget or revise land there)
+        self.before_promotion: Callable[[tuple[str, ...]], None] | None = None
         self.sync()
 
     # -- pages follow the canonical records ----------------------------------------------
@@ -206,9 +228,10 @@ class ContextMMU:
             self.pages[record.record_id] = page
             for term in page.terms:
                 self._index.setdefault(term, set()).add(record.record_id)
-        else:  # same text: refresh the factor inputs only
-            page.importance, page.confidence = record.importance, record.confidence
-            page.utility, page.salience = record.utility, record.salience
+        else:  # same text: refresh the factor inputs and the claim fields
+            page.refresh(record)
+        if page.residency is not Residency.COLD and page.status not in CURRENT_STATUSES:
+            self._release(page)  # superseded or in conflict: no longer loaded as current
 
     def _drop(self, page: Page) -> None:
         self._release(page)
@@ -277,6 +300,14 @@ class ContextMMU:
         self._evict_all(evicted)
         return evicted
 
+    def fit_request(self, ledger: RequestLedger) -> RequestLedger:
+        """Give memory what the request leaves (``ledger.memory_allowance``), evicting to
+        it, and return the ledger with the memory now loaded."""
+        if not isinstance(ledger, RequestLedger):
+            raise MmuValidationError("ledger", "must be a RequestLedger (plan_request)")
+        self.set_budget(ledger.memory_allowance)
+        return ledger.with_memory(self.token_used)
+
     def set_budget(self, token_budget: int) -> tuple[str, ...]:
         self.token_budget = _require_count(token_budget, "token_budget", 0)
         evicted = self.evict_to_budget()
@@ -293,17 +324,44 @@ class ContextMMU:
         self._evict_all(evicted)
         return list(evicted)
 
+    def _fresh_record(self, page: Page, now: datetime,
+                      stale: list[StaleHit]) -> MemoryRecord | None:
+        """The page's record if it is still the version the page describes, else ``None``
+        (and a :class:`StaleHit`): a forget or revise may land after candidate selection."""
+        try:
+            record = self.service.recall_key(page.record_id, scope=page.scope)
+        except RecordNotFoundError:
+            record = None
+        if record is not None and record.content_hash == page.content_hash \
+                and exclusion_reason(record, now) is None:
+            return record
+        reason = ("forgotten" if record is None
+                  else "revised" if record.content_hash != page.content_hash
+                  else exclusion_reason(record, now) or "changed")
+        stale.append(StaleHit(page.record_id, reason, page.content_hash,
+                              None if record is None else record.content_hash))
+        self.stale_hits += 1
+        return None
+
     def _promote(self, page: Page, level: Level, protect: set[str],
-                 rejected: list[Rejection], evicted: list[str], *, force: bool = False) -> bool:
-        record = self.service.recall_key(page.record_id, scope=page.scope)
+                 rejected: list[Rejection], evicted: list[str], *, force: bool = False,
+                 stale: list[StaleHit] | None = None, now: datetime | None = None) -> bool:
+        record = self._fresh_record(page, self.clock.now() if now is None else now,
+                                    [] if stale is None else stale)
+        if record is None:
+            return False
+        if page.needs_l2 is None:
+            page.needs_l2 = needs_full_text(record)
         key, text = self.cache.get_or_derive(record, level)
-        need = tokens_of(text) - page.charged
-        if not self.fits(need) and not force:
+        whole = tokens_of(text)  # what the page will be charged once loaded at ``level``
+        need = whole - page.charged
+        if not self.fits(need) and not force and whole <= self.token_budget:
             evicted.extend(self._make_room(need, protect))
         if not self.fits(need) and not force:
             if key != page.loaded_key:
                 self.cache.release(key)  # the derived text goes with the refusal
-            reason = REASON_TOO_LARGE if need > self.token_budget else REASON_NO_ROOM
+            # a WARM page going HOT needs only L2 − L1 more, but L2 alone may not fit
+            reason = REASON_TOO_LARGE if whole > self.token_budget else REASON_NO_ROOM
             self.rejections[reason] += 1
             free = max(0, self.token_budget - self.token_used)
             rejected.append(Rejection(page.record_id, level.value, reason, need, free))
@@ -332,13 +390,42 @@ class ContextMMU:
             salience=page.salience,
             scope=1.0 if page.scope == scope else self.shared_scope_factor)
 
+    def admit(self, page: Page, now: datetime) -> bool:
+        """Is ``page`` current at ``now``? If not, record why (in this recall's trace)."""
+        reason = exclusion_reason(page, now)
+        if reason is None:
+            return True
+        self._excluded.append(Exclusion(page.record_id, page.status, reason, page.version))
+        return False
+
+    def one_claim_per_origin(self, scored: list[tuple[tuple[float, str], Factors]]
+                             ) -> list[tuple[tuple[float, str], Factors]]:
+        """Keep one current claim per ``(scope, origin_key)``: the best by source rank, then
+        the newest (:func:`~labmem.mmu.records.claim_key`) — the service's supersession
+        rule, enforced here too for a backend that left two current claims."""
+        best: dict[tuple[str, str], tuple[tuple[float, str], Factors]] = {}
+        for row in scored:
+            page = self.pages[row[0][1]]
+            key = (page.scope, page.origin_key)
+            rival = best.get(key)
+            if rival is None:
+                best[key] = row
+                continue
+            loser, best[key] = sorted((rival, row), key=lambda r: claim_key(self.pages[r[0][1]]))
+            lost = self.pages[loser[0][1]]
+            self._excluded.append(Exclusion(lost.record_id, lost.status,
+                                            f"outranked by {best[key][0][1]} (same origin)",
+                                            lost.version))
+        return list(best.values())
+
     def select_candidates(self, query_terms: frozenset[str], allowed: frozenset[str],
                           scope: str, now: datetime) -> list[tuple[tuple[float, str], Factors]]:
-        """The best ``candidate_limit`` pages, best first, as ``(rank key, factors)``.
+        """The best ``candidate_limit`` current pages, best first, as ``(rank key, factors)``.
 
-        Only pages sharing a term with the query (found through the term index) and inside
-        the caller's scopes are scored; ``heapq.nsmallest`` keeps the best without sorting
-        the rest. Cost: O(c log k) for c candidates, whatever the number of pages.
+        Only pages sharing a term with the query (found through the term index), inside
+        the caller's scopes and current (:meth:`admit`) are scored, one per origin;
+        ``heapq.nsmallest`` keeps the best without sorting the rest. Cost: O(c log k) for
+        c candidates, whatever the number of pages.
         """
         candidate_ids: set[str] = set()
         for term in query_terms:
@@ -348,50 +435,96 @@ class ContextMMU:
             page = self.pages[record_id]
             if page.scope not in allowed:
                 continue  # scope is a filter before ranking, not a factor only
+            if not self.admit(page, now):
+                continue  # status is a filter too: stale claims are never candidates
             factors = self.factors(page, query_terms, scope, now)
             score = factor_score(factors, self.weights)
             scored.append((rank_key(score, record_id), factors))
         self.scored += len(scored)
+        scored = self.one_claim_per_origin(scored)
         return heapq.nsmallest(self.candidate_limit, scored, key=lambda row: row[0])
 
+    def _release_expired(self, now: datetime) -> None:
+        """A loaded page whose claim expired since it was loaded goes back to COLD."""
+        for record_id in sorted(self._resident):
+            page = self.pages[record_id]
+            if not page.pinned and exclusion_reason(page, now) is not None:
+                self._release(page)
+
     def recall(self, query: str, *, scope: str, now: datetime | str | None = None) -> RecallTrace:
-        """Load the best pages for ``query`` within the budget and return the trace."""
+        """Load the best pages for ``query`` within the budget and return the trace.
+
+        The warm set (the best ``warm_top_k``) goes COLD → WARM; of the survivors, the
+        best ``l2_top_k`` go on to HOT, and so does every survivor whose overview cut a
+        decisive detail (:func:`~labmem.mmu.pages.needs_full_text`) — by rule, budget
+        permitting. A record forgotten or revised after selection is skipped, counted as a
+        stale hit, and never loaded with text that no longer matches its page.
+        """
         validated_as(MmuValidationError, require_text, query, "query", max_chars=2_000)
         allowed = self._scopes(scope)
         now = (self.clock.now() if now is None
                else validated_as(MmuValidationError, parse_timestamp, now, field="now"))
         self.sync()
         self.recalls += 1
+        self._excluded = []
+        self._release_expired(now)
         query_terms = frozenset(extract_terms(query))
         best = self.select_candidates(query_terms, allowed, scope, now)
+        excluded = tuple(sorted(self._excluded))
+        versions = {key[1]: (self.pages[key[1]].version, self.pages[key[1]].content_hash)
+                    for key, _ in best}
+        if self.before_promotion is not None:
+            self.before_promotion(tuple(key[1] for key, _ in best))
         rejected: list[Rejection] = []
         evicted: list[str] = []
+        stale: list[StaleHit] = []
         warm_set = best[: self.warm_top_k]
         protect = {key[1] for key, _ in warm_set}
         for key, _ in warm_set:
             page = self.pages[key[1]]
             page.keep_score = -key[0]
             if page.residency is Residency.COLD:
-                self._promote(page, Level.L1, protect, rejected, evicted)
+                self._promote(page, Level.L1, protect, rejected, evicted, stale=stale, now=now)
         survivors = [key[1] for key, _ in warm_set
                      if self.pages[key[1]].residency is not Residency.COLD]
-        for record_id in survivors[: self.l2_top_k]:  # re-ranked: only pages that fit
+        for rank, record_id in enumerate(survivors):  # re-ranked: only pages that fit
             page = self.pages[record_id]
-            if page.residency is Residency.WARM:
-                self._promote(page, Level.L2, protect, rejected, evicted)
+            if page.residency is Residency.WARM and (rank < self.l2_top_k or page.needs_l2):
+                self._promote(page, Level.L2, protect, rejected, evicted, stale=stale, now=now)
         evicted.extend(self.evict_to_budget())
         for record_id in survivors:
             if self.pages[record_id].residency is not Residency.COLD:
                 self.pages[record_id].last_access = now
         ledger = self.check_ledger()
         candidates = tuple(
-            CandidateTrace(key[1], factors.to_dict(), -key[0],
-                           self.pages[key[1]].level.value) for key, factors in best)
+            CandidateTrace(key[1], factors.to_dict(), -key[0], self.pages[key[1]].level.value,
+                           *versions[key[1]]) for key, factors in best)
         return RecallTrace(
             recall_no=self.recalls, query_hash=query_hash(query), scope=scope, at=now,
             candidates=candidates, rejected=tuple(rejected), evicted=tuple(evicted),
             budget_used=self.token_used, budget_limit=self.token_budget,
-            pin_overflow=ledger.pin_overflow, hot=ledger.hot, warm=ledger.warm)
+            pin_overflow=ledger.pin_overflow, hot=ledger.hot, warm=ledger.warm,
+            excluded=excluded, stale=tuple(stale))
+
+    def check_replay(self, trace: RecallTrace) -> ReplayCheck:
+        """Compare each candidate's traced version with the record as it is now: a replay
+        of the recall sees the same snapshot only if none changed (or went)."""
+        if not isinstance(trace, RecallTrace):
+            raise MmuValidationError("trace", "must be a RecallTrace from recall()")
+        rows = []
+        for candidate in trace.candidates:
+            page = self.pages.get(candidate.record_id)
+            try:
+                record = self.service.recall_key(candidate.record_id,
+                                                 scope=page.scope if page else trace.scope)
+            except RecordNotFoundError:
+                rows.append(ReplayRow(candidate.record_id, candidate.version, None, "gone"))
+                continue
+            same = (record.content_hash == candidate.content_hash
+                    and record.version == candidate.version)
+            rows.append(ReplayRow(candidate.record_id, candidate.version, record.version,
+                                  "same" if same else "changed"))
+        return ReplayCheck(trace.query_hash, tuple(rows))
 
     # -- explicit loads, pins, reads ---------------------------------------------------
     def _page(self, record_id: str, scope: str) -> Page:
@@ -421,7 +554,12 @@ class ContextMMU:
         """Load at L2 and promise never to evict it; a pin may overflow the budget (reported)."""
         page = self._page(record_id, scope)
         if page.residency is not Residency.HOT:
-            self._promote(page, Level.L2, {record_id}, [], [], force=True)
+            stale: list[StaleHit] = []
+            if not self._promote(page, Level.L2, {record_id}, [], [], force=True, stale=stale):
+                self.sync()
+                raise MmuValidationError("record_id", f"{record_id!r} is {stale[0].reason} "
+                                                      "(it changed while being pinned)",
+                                         "recall it again, then pin the current version")
         page.pinned = True
         self.evict_to_budget()
         return self.check_ledger()

@@ -20,6 +20,7 @@ text itself, byte for byte (the pages' recovery checks its length and SHA-256).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -69,6 +70,27 @@ def cut_excerpt(text: str, limit: int) -> str:
     if space >= limit * 3 // 4:
         cut = cut[:space]
     return cut.rstrip() + ELLIPSIS
+
+
+#: What makes a detail decisive: a number, a negation, a condition or an exception.
+DECISIVE_DETAIL = re.compile(
+    r"\d|\b(?:not|never|no|none|nothing|without|cannot|can't|don't|doesn't|won't|must|"
+    r"only|if|unless|except|until|before|after)\b|不|没|別|别|除非|只有|如果|必须",
+    re.IGNORECASE)
+
+
+def needs_full_text(record: MemoryRecord) -> bool:
+    """The L1 excerpt cut the text, and the part it cut holds a decisive detail.
+
+    The rule the MMU uses to load such a page at L2 whenever it is in the warm set: a
+    decision must never rest on an overview that dropped "not", "250" or "unless".
+    """
+    flat = collapse_whitespace(record.text)
+    excerpt = cut_excerpt(record.text, L1_EXCERPT_CHARS)
+    if excerpt == flat:
+        return False
+    kept = len(excerpt) - len(ELLIPSIS)
+    return DECISIVE_DETAIL.search(flat[kept:]) is not None
 
 
 def derive_l0(record: MemoryRecord) -> str:
@@ -168,15 +190,39 @@ class Page:
     loaded_at_recall: int = -1
     keep_score: float = 0.0
     abstract: str = field(default="")
+    # what decides whether the page is current (the record's claim fields, see
+    # labmem.mmu.records.exclusion_reason) and which version a trace names
+    status: str = "provisional"
+    source_kind: str = "tool_observed"
+    origin_key: str = ""
+    version: int = 1
+    updated_at: datetime | None = None
+    valid_until: datetime | None = None
+    superseded_by: str | None = None
+    conflicts_with: str | None = None
+    #: :func:`needs_full_text` of the record, worked out when the page is first loaded
+    #: (``None`` before): opening an MMU stays the cost of reading metadata and terms
+    needs_l2: bool | None = None
 
     @classmethod
     def from_record(cls, record: MemoryRecord) -> Page:
-        return cls(record_id=record.record_id, scope=record.scope,
+        page = cls(record_id=record.record_id, scope=record.scope,
                    memory_type=record.memory_type, content_hash=record.content_hash,
                    terms=frozenset(extract_terms(record.title + "\n" + record.text)),
                    importance=record.importance, confidence=record.confidence,
                    utility=record.utility, salience=record.salience,
                    last_access=record.updated_at, abstract=derive_l0(record))
+        page.refresh(record)
+        return page
+
+    def refresh(self, record: MemoryRecord) -> None:
+        """Take the record's factor inputs and claim fields (same text: same derived texts)."""
+        self.importance, self.confidence = record.importance, record.confidence
+        self.utility, self.salience = record.utility, record.salience
+        self.status, self.source_kind = record.status, record.source_kind
+        self.origin_key, self.version = record.origin_key, record.version
+        self.updated_at, self.valid_until = record.updated_at, record.valid_until
+        self.superseded_by, self.conflicts_with = record.superseded_by, record.conflicts_with
 
     @property
     def level(self) -> Level:

@@ -8,6 +8,13 @@ much it matters (``importance``, ``utility``, ``salience``) — the inputs of th
 Write gate (:func:`check_write_gate`): only an outcome that *succeeded* and carries
 evidence may become a record. "I plan to create the file" must never turn into
 "the file was created" in memory.
+
+What is *true now* (:func:`exclusion_reason`, the one rule the service's ``recall_query``
+and the Context MMU both apply): only a ``provisional`` or ``trusted`` record whose
+``valid_until`` has not passed is current. Two records are claims about the same thing
+when they share ``(scope, origin_key)``; a newer claim supersedes an older one only if its
+source ranks at least as high (:data:`SOURCE_RANK`: ``user_stated`` > ``tool_observed`` >
+``model_inferred``); a lower-ranked one is kept as a pending conflict, never loaded.
 """
 
 from __future__ import annotations
@@ -26,8 +33,17 @@ from labmem.mmu.errors import MemoryValidationError, WriteGateError
 
 MEMORY_TYPES = ("working", "episodic", "semantic", "procedural")
 SOURCE_KINDS = ("user_stated", "tool_observed", "model_inferred")
-STATUSES = ("provisional", "trusted", "contradicted", "archived")
+#: ``superseded``: replaced by a newer claim of equal or higher rank; ``conflicted``: a
+#: lower-ranked claim waiting for a decision; ``contradicted``: the older name of
+#: superseded, still read from existing logs; ``archived``: forgotten.
+STATUSES = ("provisional", "trusted", "superseded", "conflicted", "contradicted", "archived")
+CURRENT_STATUSES = ("provisional", "trusted")
+#: Which source may replace which: a claim supersedes only claims of equal or lower rank.
+SOURCE_RANK = {"user_stated": 3, "tool_observed": 2, "model_inferred": 1}
 OUTCOMES = ("succeeded", "planned", "failed", "cancelled")
+
+OPTIONAL_TIMES = ("valid_until", "verified_at")
+OPTIONAL_FIELDS = (*OPTIONAL_TIMES, "superseded_by", "conflicts_with")
 
 MAX_TEXT_CHARS = 200_000
 MAX_TITLE_CHARS = 200
@@ -86,6 +102,10 @@ class MemoryRecord:
     version: int
     created_at: datetime
     updated_at: datetime
+    valid_until: datetime | None = None  # after this instant the claim is expired
+    verified_at: datetime | None = None  # when a source last confirmed it (optional)
+    superseded_by: str | None = None  # the record that replaced this one
+    conflicts_with: str | None = None  # the current record this pending claim disagrees with
 
     def __post_init__(self) -> None:
         check = MemoryValidationError
@@ -109,6 +129,13 @@ class MemoryRecord:
         for name in ("created_at", "updated_at"):
             at = validated_as(check, parse_timestamp, getattr(self, name), field=name)
             object.__setattr__(self, name, at)
+        for name in OPTIONAL_TIMES:
+            if getattr(self, name) is not None:
+                at = validated_as(check, parse_timestamp, getattr(self, name), field=name)
+                object.__setattr__(self, name, at)
+        for name in ("superseded_by", "conflicts_with"):
+            if getattr(self, name) is not None:
+                validated_as(check, require_text, getattr(self, name), name, max_chars=100)
 
     @property
     def content_hash(self) -> str:
@@ -118,6 +145,9 @@ class MemoryRecord:
     def visible(self) -> bool:
         """Archived (forgotten) records are invisible to every recall path."""
         return self.status != "archived"
+
+    def expired(self, now: datetime) -> bool:
+        return self.valid_until is not None and self.valid_until <= now
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,15 +159,27 @@ class MemoryRecord:
             "evidence": list(self.evidence), "version": self.version,
             "created_at": format_timestamp(self.created_at),
             "updated_at": format_timestamp(self.updated_at),
-        }
+        } | self._optional_dict()
+
+    def _optional_dict(self) -> dict[str, Any]:
+        """The optional fields that are set (absent ones are not written: older logs and
+        records without them read the same)."""
+        out: dict[str, Any] = {}
+        for name in OPTIONAL_TIMES:
+            if getattr(self, name) is not None:
+                out[name] = format_timestamp(getattr(self, name))
+        for name in ("superseded_by", "conflicts_with"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryRecord:
         fields = cls.__dataclass_fields__
-        missing = sorted(set(fields) - set(data))
+        missing = sorted(set(fields) - set(data) - set(OPTIONAL_FIELDS))
         if missing:
             raise MemoryValidationError("record", f"is missing fields {missing}")
-        return cls(**{name: data[name] for name in fields})
+        return cls(**{name: data[name] for name in fields if name in data})
 
     def describe(self) -> dict[str, Any]:
         """Metadata without the text: what a table or a trace may show."""
@@ -145,3 +187,81 @@ class MemoryRecord:
         del row["text"]
         row["chars"] = len(self.text)
         return row
+
+
+def exclusion_reason(claim: Any, now: datetime) -> str | None:
+    """Why ``claim`` (a record, or a page carrying the same fields) is not current at
+    ``now`` — ``None`` when it is. The one status filter of every recall path."""
+    if claim.status == "archived":
+        return "forgotten"
+    if claim.status in ("superseded", "contradicted"):
+        by = f" by {claim.superseded_by}" if claim.superseded_by else ""
+        return f"{claim.status}{by}"
+    if claim.status == "conflicted":
+        return f"pending conflict with {claim.conflicts_with}"
+    if claim.valid_until is not None and claim.valid_until <= now:
+        return f"expired at {format_timestamp(claim.valid_until)}"
+    return None
+
+
+def claim_key(claim: Any) -> tuple[int, datetime, str]:
+    """Sort key among current claims of one ``(scope, origin_key)``: the highest source rank
+    wins, then the newest, then the larger id (written later)."""
+    return (SOURCE_RANK[claim.source_kind], claim.updated_at, claim.record_id)
+
+
+def may_supersede(new_source: str, old: MemoryRecord, now: datetime) -> bool:
+    """A new claim replaces ``old`` if it ranks at least as high, or if ``old`` expired."""
+    return SOURCE_RANK[new_source] >= SOURCE_RANK[old.source_kind] or old.expired(now)
+
+
+PURGED_TEXT = "[purged]"
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """What is left of a forgotten record after :meth:`FileMemoryService.purge`: who it was
+    and when it was forgotten — no title, text or evidence. It keeps the forget in force
+    (a replayed remember of the same origin still writes nothing)."""
+
+    record_id: str
+    scope: str
+    origin_key: str
+    memory_type: str
+    source_kind: str
+    version: int
+    forgotten_at: datetime
+
+    def __post_init__(self) -> None:
+        at = validated_as(MemoryValidationError, parse_timestamp, self.forgotten_at,
+                          field="forgotten_at")
+        object.__setattr__(self, "forgotten_at", at)
+
+    @classmethod
+    def of(cls, record: MemoryRecord) -> Tombstone:
+        return cls(record.record_id, record.scope, record.origin_key, record.memory_type,
+                   record.source_kind, record.version, record.updated_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tombstone": True, "record_id": self.record_id, "scope": self.scope,
+                "origin_key": self.origin_key, "memory_type": self.memory_type,
+                "source_kind": self.source_kind, "version": self.version,
+                "forgotten_at": format_timestamp(self.forgotten_at)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Tombstone:
+        names = [n for n in cls.__dataclass_fields__]
+        missing = sorted(set(names) - set(data))
+        if missing:
+            raise MemoryValidationError("tombstone", f"is missing fields {missing}")
+        return cls(**{name: data[name] for name in names})
+
+    def as_record(self) -> MemoryRecord:
+        """An archived stand-in (text and title :data:`PURGED_TEXT`), for the callers that
+        expect a record: a replayed ``remember`` and the MMU's sync."""
+        return MemoryRecord(
+            record_id=self.record_id, memory_type=self.memory_type, scope=self.scope,
+            title=PURGED_TEXT, text=PURGED_TEXT, status="archived", importance=0.0,
+            confidence=0.0, utility=0.0, salience=0.0, source_kind=self.source_kind,
+            origin_key=self.origin_key, evidence=(), version=self.version,
+            created_at=self.forgotten_at, updated_at=self.forgotten_at)

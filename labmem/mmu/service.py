@@ -17,14 +17,22 @@ from __future__ import annotations
 import heapq
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from labmem.core.clock import Clock, resolve_clock
+from labmem.core.clock import Clock, parse_timestamp, resolve_clock
 from labmem.core.errors import validated_as
-from labmem.core.storage import JsonlLog, LockFactory, file_lock
+from labmem.core.storage import (
+    JsonlLog,
+    LockFactory,
+    encode_json_line,
+    file_lock,
+    file_signature,
+    write_text_atomic,
+)
 from labmem.core.text import extract_terms, normalize_text
 from labmem.core.validation import require_int, require_text
 from labmem.mmu.errors import (
@@ -35,15 +43,21 @@ from labmem.mmu.errors import (
     UnsupportedOperationError,
 )
 from labmem.mmu.records import (
+    CURRENT_STATUSES,
     MAX_TEXT_CHARS,
     MAX_TITLE_CHARS,
     MEMORY_TYPES,
     SOURCE_KINDS,
     MemoryRecord,
+    Tombstone,
     check_write_gate,
+    claim_key,
+    exclusion_reason,
+    may_supersede,
     require_choice,
     require_unit,
 )
+from labmem.mmu.trace import Exclusion
 
 RECORDS_FILE = "records.jsonl"
 
@@ -55,6 +69,15 @@ class RecallHit:
     record: MemoryRecord
     score: float
     matched_terms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QueryExplanation:
+    """:meth:`FileMemoryService.explain_query`: the hits, and every matching record of the
+    caller's scope that was left out, with the reason."""
+
+    hits: tuple[RecallHit, ...]
+    excluded: tuple[Exclusion, ...]
 
 
 @runtime_checkable
@@ -97,49 +120,86 @@ class FileMemoryService:
         self.clock = resolve_clock(clock)
         self.memory_types = tuple(require_choice(t, "memory_types[]", MEMORY_TYPES)
                                   for t in memory_types)
-        self._log: JsonlLog[MemoryRecord] = JsonlLog(
-            self.root / RECORDS_FILE, decode=self._decode,
-            corruption_error=MemoryCorruptionError, lock_factory=lock_factory)
-        self._records: dict[str, MemoryRecord] = {}
-        self._origin: dict[tuple[str, str], str] = {}  # (scope, origin_key) -> current id
-        # (scope, origin_key) -> the archived record of a forgotten origin: the tombstone
-        # that keeps a replayed remember from writing the forgotten memory again
-        self._forgotten: dict[tuple[str, str], str] = {}
-        self._index: dict[str, set[str]] = defaultdict(set)  # term -> visible record ids
-        self._history: list[str] = []  # record id written by each log line, in order
+        self._lock_factory = lock_factory
+        #: fault injection for crash tests: called with the name of each purge step
+        self.fault_hook: Callable[[str], None] | None = None
+        self._reset()
         self._closed = False
         self._catch_up()
 
     # -- reading the log -------------------------------------------------------------
     @staticmethod
-    def _decode(line: int, obj: dict[str, Any]) -> MemoryRecord:
+    def _decode(line: int, obj: dict[str, Any]) -> MemoryRecord | Tombstone:
         try:
+            if obj.get("tombstone") is True:
+                return Tombstone.from_dict(obj)
             return MemoryRecord.from_dict(obj)
         except MemoryValidationError as exc:
             raise MemoryCorruptionError(RECORDS_FILE, line, str(exc)) from None
 
-    def _catch_up(self) -> None:
-        for record in self._log.refresh():
-            self._apply(record)
+    def _new_log(self) -> JsonlLog[MemoryRecord | Tombstone]:
+        return JsonlLog(self.root / RECORDS_FILE, decode=self._decode,
+                        corruption_error=MemoryCorruptionError, lock_factory=self._lock_factory)
 
-    def _apply(self, record: MemoryRecord) -> None:
-        old = self._records.get(record.record_id)
-        if old is not None:
-            for term in extract_terms(old.title + "\n" + old.text):
-                self._index[term].discard(old.record_id)
-        self._records[record.record_id] = record
+    def _reset(self) -> None:
+        self._log = self._new_log()
+        self._records: dict[str, MemoryRecord] = {}
+        self._tombstones: dict[str, Tombstone] = {}  # purged ids: no text is kept
+        self._origin: dict[tuple[str, str], str] = {}  # (scope, origin_key) -> current id
+        # (scope, origin_key) -> the archived record of a forgotten origin: the tombstone
+        # that keeps a replayed remember from writing the forgotten memory again
+        self._forgotten: dict[tuple[str, str], str] = {}
+        # (scope, origin_key) -> {normalized text: id} of pending lower-ranked claims
+        self._pending: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        self._index: dict[str, set[str]] = defaultdict(set)  # term -> visible record ids
+        self._history: list[str] = []  # record id written by each log line, in order
+
+    def _catch_up(self) -> None:
+        identity = self._log.identity
+        if identity is not None:  # a purge (here or in another process) replaced the file
+            now = file_signature(self._log.path)
+            if now is not None and (now.device, now.inode) != identity:
+                self._reset()
+        for entry in self._log.refresh():
+            self._apply(entry)
+
+    def _unindex(self, record: MemoryRecord) -> None:
+        for term in extract_terms(record.title + "\n" + record.text):
+            self._index[term].discard(record.record_id)
+
+    def _apply(self, record: MemoryRecord | Tombstone) -> None:
         self._history.append(record.record_id)
         key = (record.scope, record.origin_key)
-        if record.status in ("provisional", "trusted"):
+        if isinstance(record, Tombstone):
+            old = self._records.pop(record.record_id, None)
+            if old is not None:
+                self._unindex(old)
+            self._tombstones[record.record_id] = record
+            if key not in self._origin:
+                self._forgotten[key] = record.record_id
+            return
+        old = self._records.get(record.record_id)
+        if old is not None:
+            self._unindex(old)
+            if old.status == "conflicted":
+                self._pending[key].pop(normalize_text(old.text), None)
+        self._records[record.record_id] = record
+        if record.status in CURRENT_STATUSES:
             self._origin[key] = record.record_id
             self._forgotten.pop(key, None)
         elif self._origin.get(key) == record.record_id:
             del self._origin[key]
+        if record.status == "conflicted":
+            self._pending[key][normalize_text(record.text)] = record.record_id
         if record.status == "archived" and key not in self._origin:
             self._forgotten[key] = record.record_id
         if record.visible:
             for term in extract_terms(record.title + "\n" + record.text):
                 self._index[term].add(record.record_id)
+
+    def _forgotten_record(self, record_id: str) -> MemoryRecord:
+        record = self._records.get(record_id)
+        return record if record is not None else self._tombstones[record_id].as_record()
 
     def _open(self) -> None:
         if self._closed:
@@ -174,13 +234,22 @@ class FileMemoryService:
     def remember(self, memory_type: str, *, scope: str, title: str, text: str, outcome: str,
                  evidence: Sequence[str], source_kind: str, origin_key: str,
                  importance: float = 0.5, confidence: float = 0.5, utility: float = 0.5,
-                 salience: float = 0.5) -> MemoryRecord:
+                 salience: float = 0.5, valid_until: datetime | str | None = None,
+                 verified_at: datetime | str | None = None) -> MemoryRecord:
         """Write (or merge) one long-term record after the write gate accepts it.
 
-        Same origin key and same text with new evidence: merge (version + 1, confidence
-        raised, ``trusted`` once a second independent evidence id confirms it). Same
-        evidence again: an idempotent retry, returned unchanged. Same origin key with
-        different text: the old record becomes ``contradicted``, the new one is written.
+        Records sharing ``(scope, origin_key)`` are claims about the same thing:
+
+        * same text with new evidence: merge (version + 1, confidence raised, ``trusted``
+          once a second independent evidence id confirms it); same evidence again: an
+          idempotent retry, returned unchanged;
+        * different text from a source of equal or higher rank (:data:`SOURCE_RANK`), or
+          over an expired claim: the old record becomes ``superseded`` (naming the new
+          one), the new one is written ``provisional``;
+        * different text from a lower-ranked source: written ``conflicted`` (naming the
+          current record it disagrees with) — a pending conflict, never loaded; the same
+          pending claim again is returned unchanged.
+
         An origin key whose record was forgotten keeps a tombstone: remembering it again
         (a replayed write) returns the archived record, status ``archived``, and writes
         nothing — a forget is not undone by replaying the write that created the memory.
@@ -203,14 +272,19 @@ class FileMemoryService:
         for i, item in enumerate(evidence):
             validated_as(MemoryValidationError, require_text, item, f"evidence[{i}]",
                          max_chars=200)
+        times = {name: None if value is None else validated_as(
+                     MemoryValidationError, parse_timestamp, value, field=name)
+                 for name, value in (("valid_until", valid_until),
+                                     ("verified_at", verified_at))}
         with self._log.locked():
             self._catch_up()
             now = self.clock.now()
-            current_id = self._origin.get((scope, origin_key))
+            key = (scope, origin_key)
+            current_id = self._origin.get(key)
             current = self._records.get(current_id) if current_id else None
-            forgotten = self._forgotten.get((scope, origin_key))
+            forgotten = self._forgotten.get(key)
             if current is None and forgotten is not None:
-                return self._records[forgotten]  # the tombstone answers; nothing is written
+                return self._forgotten_record(forgotten)  # nothing is written
             if current is not None and normalize_text(current.text) == normalize_text(text):
                 new_evidence = [e for e in dict.fromkeys(evidence) if e not in current.evidence]
                 if not new_evidence:
@@ -218,18 +292,25 @@ class FileMemoryService:
                 merged = replace(
                     current, evidence=current.evidence + tuple(new_evidence),
                     version=current.version + 1, updated_at=now, status="trusted",
-                    confidence=raise_confidence(current.confidence, confidence))
+                    confidence=raise_confidence(current.confidence, confidence),
+                    valid_until=times["valid_until"] or current.valid_until,
+                    verified_at=times["verified_at"] or current.verified_at)
                 self._write(merged)
                 return merged
+            pending = self._pending[key].get(normalize_text(text))
+            if pending is not None:
+                return self._records[pending]  # the same lower-ranked claim, again
             record = MemoryRecord(
-                record_id=f"m-{len(self._records) + 1:06d}", memory_type=memory_type,
-                scope=scope, title=title, text=text, status="provisional",
-                importance=importance, confidence=confidence, utility=utility,
-                salience=salience, source_kind=source_kind, origin_key=origin_key,
-                evidence=tuple(dict.fromkeys(evidence)), version=1,
-                created_at=now, updated_at=now)
-            if current is not None:
-                self._write(replace(current, status="contradicted",
+                record_id=f"m-{len(self._records) + len(self._tombstones) + 1:06d}",
+                memory_type=memory_type, scope=scope, title=title, text=text,
+                status="provisional", importance=importance, confidence=confidence,
+                utility=utility, salience=salience, source_kind=source_kind,
+                origin_key=origin_key, evidence=tuple(dict.fromkeys(evidence)), version=1,
+                created_at=now, updated_at=now, **times)
+            if current is not None and not may_supersede(source_kind, current, now):
+                record = replace(record, status="conflicted", conflicts_with=current.record_id)
+            elif current is not None:
+                self._write(replace(current, status="superseded", superseded_by=record.record_id,
                                     version=current.version + 1, updated_at=now))
             self._write(record)
             return record
@@ -254,7 +335,8 @@ class FileMemoryService:
             return revised
 
     def forget(self, record_id: str, *, scope: str) -> MemoryRecord:
-        """Archive the record: it stays on disk as history but no recall path sees it."""
+        """Archive the record: no recall path sees it any more. Its text stays in the log
+        until :meth:`purge` rewrites the log without it."""
         self._open()
         with self._log.locked():
             self._catch_up()
@@ -271,10 +353,18 @@ class FileMemoryService:
 
     def recall_query(self, query: str, k: int, *, scope: str,
                      memory_type: str | None = None) -> tuple[RecallHit, ...]:
-        """Top ``k`` visible records of ``scope`` by query-term coverage (ties: record id).
+        """Top ``k`` current records of ``scope`` by query-term coverage (ties: record id)."""
+        return self.explain_query(query, k, scope=scope, memory_type=memory_type).hits
 
-        Scope (and type) filter the candidates *before* scoring; only records sharing a
-        term with the query are scored, and ``heapq.nsmallest`` picks the top ``k``.
+    def explain_query(self, query: str, k: int, *, scope: str,
+                      memory_type: str | None = None) -> QueryExplanation:
+        """:meth:`recall_query` with the reason each matching record was left out.
+
+        Scope (and type) filter the candidates *before* scoring; then the status rule
+        (:func:`~labmem.mmu.records.exclusion_reason`: superseded, contradicted, conflicted
+        and expired records are not current) and one claim per ``(scope, origin_key)``;
+        only records sharing a term with the query are looked at, and ``heapq.nsmallest``
+        picks the top ``k``.
         """
         self._open()
         validated_as(MemoryValidationError, require_text, query, "query", max_chars=2_000)
@@ -283,33 +373,92 @@ class FileMemoryService:
         if memory_type is not None:
             self._require_type(memory_type)
         self._catch_up()
+        now = self.clock.now()
         terms = extract_terms(query)
         hits: Counter[str] = Counter()
         for term in terms:
             hits.update(self._index.get(term, ()))
-        rows = []
-        for record_id, matched in hits.items():
+        excluded: list[Exclusion] = []
+        claims: dict[tuple[str, str], MemoryRecord] = {}
+        for record_id in sorted(hits):
             record = self._records[record_id]
             if record.scope != scope or (memory_type and record.memory_type != memory_type):
+                continue  # another scope's records are not even named as excluded
+            reason = exclusion_reason(record, now)
+            if reason is not None:
+                excluded.append(Exclusion(record_id, record.status, reason, record.version))
                 continue
-            rows.append((-round(matched / len(terms), 6), record_id))
-        best = heapq.nsmallest(k, rows)
+            key = (record.scope, record.origin_key)
+            rival = claims.get(key)
+            if rival is not None:  # two current claims of one origin: the rank rule picks
+                loser, claims[key] = sorted((rival, record), key=claim_key)
+                excluded.append(Exclusion(loser.record_id, loser.status,
+                                          f"outranked by {claims[key].record_id} "
+                                          "(same origin)", loser.version))
+                continue
+            claims[key] = record
+        rows = [(-round(hits[r.record_id] / len(terms), 6), r.record_id)
+                for r in claims.values()]
         out = []
-        for neg_score, record_id in best:
+        for neg_score, record_id in heapq.nsmallest(k, rows):
             record = self._records[record_id]
             record_terms = set(extract_terms(record.title + "\n" + record.text))
             out.append(RecallHit(record, -neg_score,
                                  tuple(t for t in terms if t in record_terms)))
-        return tuple(out)
+        return QueryExplanation(tuple(out), tuple(sorted(excluded)))
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, *, now: datetime | str | None = None) -> dict[str, Any]:
+        """Counts by type and status; ``expired`` counts current-status records past their
+        ``valid_until`` at ``now`` (default: the clock); ``purged`` the tombstones left by
+        :meth:`purge`."""
         self._open()
+        now = (self.clock.now() if now is None
+               else validated_as(MemoryValidationError, parse_timestamp, now, field="now"))
         self._catch_up()
         by_type = Counter(r.memory_type for r in self._records.values())
         by_status = Counter(r.status for r in self._records.values())
+        expired = sum(r.status in CURRENT_STATUSES and r.expired(now)
+                      for r in self._records.values())
         return {"records": len(self._records), "log_lines": self._log.line_count,
                 "by_type": {t: by_type.get(t, 0) for t in MEMORY_TYPES},
-                "by_status": dict(sorted(by_status.items()))}
+                "by_status": dict(sorted(by_status.items())), "expired": expired,
+                "purged": len(self._tombstones)}
+
+    def purge(self) -> int:
+        """Rewrite the log without the text of forgotten records; return how many.
+
+        Each line of a forgotten record becomes its :class:`Tombstone` (id, scope, origin,
+        when it was forgotten — no title, text or evidence), so line numbers, and the
+        Context MMU's cursors into them, stay valid. The new log is written next to the
+        old one and renamed over it (:func:`~labmem.core.storage.write_text_atomic`): a
+        crash leaves either file, each readable, and in both the forget is in force. Other
+        services on the same directory notice the new file and fold it again.
+        """
+        self._open()
+        with self._log.locked():
+            self._catch_up()
+            self._step("start")
+            for stale in self.root.glob(f".{RECORDS_FILE}.*.tmp"):  # left by a crashed purge
+                stale.unlink(missing_ok=True)
+            forgotten = {i: r for i, r in self._records.items() if r.status == "archived"}
+            if not forgotten:
+                return 0
+            raw = (self.root / RECORDS_FILE).read_bytes()[: self._log.offset]
+            lines = raw.split(b"\n")[:-1]  # complete lines only: a torn tail goes
+            tombstones = {i: encode_json_line(Tombstone.of(r).to_dict())
+                          for i, r in forgotten.items()}
+            text = b"".join(tombstones.get(record_id) or line + b"\n"
+                            for record_id, line in zip(self._history, lines, strict=True))
+            write_text_atomic(self.root / RECORDS_FILE, text.decode("utf-8"),
+                              alongside=lambda: self._step("temp_written"))
+            self._step("replaced")
+            self._reset()
+            self._catch_up()
+            return len(forgotten)
+
+    def _step(self, name: str) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(name)
 
     def close(self) -> None:
         self._closed = True
@@ -326,7 +475,8 @@ class FileMemoryService:
         self._open()
         self._catch_up()
         ids = dict.fromkeys(self._history[cursor:])
-        return tuple(self._records[i] for i in ids), len(self._history)
+        return (tuple(self._records[i] if i in self._records else self._tombstones[i].as_record()
+                      for i in ids), len(self._history))
 
     def _write(self, record: MemoryRecord) -> None:
         self._log.append(record.to_dict())

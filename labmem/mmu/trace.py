@@ -20,16 +20,49 @@ def query_hash(query: str) -> str:
     return "q-" + hashlib.sha256(normalize_text(query).encode("utf-8")).hexdigest()[:12]
 
 
+@dataclass(frozen=True, order=True)
+class Exclusion:
+    """A matching record that was not a candidate, and why (its status, an expiry, a
+    better claim of the same origin). ``version`` is the version that was looked at."""
+
+    record_id: str
+    status: str
+    reason: str
+    version: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"record_id": self.record_id, "status": self.status, "reason": self.reason,
+                "version": self.version}
+
+
+@dataclass(frozen=True)
+class StaleHit:
+    """A candidate whose record changed (``revised``) or went (``forgotten``) between
+    candidate selection and promotion: skipped, never loaded with the wrong text."""
+
+    record_id: str
+    reason: str
+    expected_hash: str
+    found_hash: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"record_id": self.record_id, "reason": self.reason,
+                "expected_hash": self.expected_hash, "found_hash": self.found_hash}
+
+
 @dataclass(frozen=True)
 class CandidateTrace:
     record_id: str
     factors: dict[str, float]
     score: float
     level: str  # the level this page ended the recall at: L2, L1 or L0 (cold)
+    version: int = 0  # the record version scored: with content_hash, what a replay checks
+    content_hash: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"record_id": self.record_id, **self.factors, "score": self.score,
-                "level": self.level}
+                "level": self.level, "version": self.version,
+                "content_hash": self.content_hash}
 
 
 @dataclass(frozen=True)
@@ -59,6 +92,8 @@ class RecallTrace:
     pin_overflow: bool
     hot: int
     warm: int
+    excluded: tuple[Exclusion, ...] = ()
+    stale: tuple[StaleHit, ...] = ()
 
     @property
     def loaded(self) -> tuple[str, ...]:
@@ -74,4 +109,36 @@ class RecallTrace:
                 "rejected": [r.to_dict() for r in self.rejected],
                 "evicted": list(self.evicted), "budget_used": self.budget_used,
                 "budget_limit": self.budget_limit, "pin_overflow": self.pin_overflow,
-                "hot": self.hot, "warm": self.warm}
+                "hot": self.hot, "warm": self.warm,
+                "excluded": [e.to_dict() for e in self.excluded],
+                "stale": [s.to_dict() for s in self.stale]}
+
+
+@dataclass(frozen=True)
+class ReplayRow:
+    """One candidate of a trace against the record as it is now."""
+
+    record_id: str
+    traced_version: int
+    current_version: int | None  # None: the record is gone (forgotten or purged)
+    state: str  # "same", "changed" or "gone"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"record_id": self.record_id, "traced_version": self.traced_version,
+                "current_version": self.current_version, "state": self.state}
+
+
+@dataclass(frozen=True)
+class ReplayCheck:
+    """Can this trace be replayed against the same snapshot? Only if no candidate changed."""
+
+    query_hash: str
+    rows: tuple[ReplayRow, ...]
+
+    @property
+    def same_snapshot(self) -> bool:
+        return all(row.state == "same" for row in self.rows)
+
+    @property
+    def changed(self) -> tuple[str, ...]:
+        return tuple(row.record_id for row in self.rows if row.state != "same")

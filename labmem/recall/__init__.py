@@ -5,6 +5,7 @@ Modules, in the order the data flows::
     store         RemoteMemoryStore: scoped, source-bearing records in one JSONL log
     sqlite_store  SqliteMemoryStore: the same contract over SQLite, postings in one transaction
     index         the inverted index the engine reads (in memory for JSONL, SQLite's own table)
+    sidecar       the JSONL index persisted beside its records file, validated before use
     scorers       teaching, BM25 and hybrid scorers, each with an exact ``explain``
     analyzers     plain terms, or English stop words + Snowball stems, over the same index
     fields        a record's thread, neighbours, title and date words (in memory)

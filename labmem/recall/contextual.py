@@ -387,7 +387,7 @@ class _Explainer:
         i = np.minimum(np.searchsorted(postings.positions, self.at), max(len(postings) - 1, 0))
         found = (postings.counts[i] * (postings.positions[i] == self.at) if len(postings)
                  else np.zeros(len(self.at), dtype=np.int64))
-        in_title = self.context.titles.by_term.get(surface)
+        in_title = self.context.titles.term_counts(surface)
         if in_title:  # rare: a form that is also in some title
             found = found - np.array([in_title.get(int(t), 0) for t in arrays.title[self.at]])
         return found
@@ -411,10 +411,10 @@ class _Explainer:
             if name == "title":
                 title = int(arrays.title[position])
                 hits = [s for s in counts
-                        if self.context.titles.by_term.get(s, {}).get(title)]
+                        if self.context.titles.term_counts(s).get(title)]
             elif name == "date":
                 date = int(arrays.date[position])
-                hits = [s for s in counts if self.context.dates.by_term.get(s, {}).get(date)]
+                hits = [s for s in counts if self.context.dates.term_counts(s).get(date)]
             else:
                 hits = [s for s, values in counts.items() if values[column[name]] > 0]
             found[name] = tuple(hits)

@@ -53,31 +53,114 @@ class _ValueField:
     """A field whose values repeat (speaker names, dates): each value once, with its terms.
 
     Positions hold a value id; an inverted list maps each surface term to the values that
-    contain it, so a term's count at every position is two array look-ups.
+    contain it, so a term's count at every position is two array look-ups. A field read
+    back from a sidecar (:meth:`from_columns`) keeps that list as packed arrays and turns
+    one term into a dict only when a query asks for it.
     """
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.by_term: dict[str, dict[int, int]] = {}  # surface term -> {value id: count}
+        self._values: list[str] | None = []  # by id (None: not decoded from the sidecar yet)
+        self._ids: dict[str, int] | None = {}
+        self._count = 0
+        self._overlay: dict[str, dict[int, int]] = {}  # surface term -> {value id: count}
+        self._base = None  # (sidecar, prefix, {term: slot}) of a field read back
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def ids(self) -> dict[str, int]:
+        """Value -> id (decoded from the sidecar on first need: only appending needs it)."""
+        if self._ids is None:
+            self._ids = {value: i for i, value in enumerate(self.values)}
+        return self._ids
+
+    @property
+    def values(self) -> list[str]:
+        if self._values is None:
+            sidecar, prefix, _ = self._base
+            self._values = sidecar.strings(prefix + "values")
+        return self._values
 
     def intern(self, value: str) -> tuple[int, tuple[str, ...]]:
         """The id of ``value``, and the surface terms it brought (when it is new)."""
         known = self.ids.get(value)
         if known is not None:
             return known, ()
-        value_id = self.ids[value] = len(self.ids)
+        value_id = self.ids[value] = self._count
+        self.values.append(value)
+        self._count += 1
         counts = term_frequencies(value)
         for term, count in counts.items():
-            self.by_term.setdefault(term, {})[value_id] = count
+            self._overlay.setdefault(term, {})[value_id] = count
         return value_id, tuple(counts)
+
+    def _base_slice(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        if self._base is None:
+            return None
+        sidecar, prefix, slots = self._base
+        slot = slots.get(term)
+        if slot is None:
+            return None
+        offsets = sidecar.arrays[prefix + "offsets"]
+        lo, hi = int(offsets[slot]), int(offsets[slot + 1])
+        return (sidecar.arrays[prefix + "value_ids"][lo:hi],
+                sidecar.arrays[prefix + "counts"][lo:hi])
+
+    def term_counts(self, term: str) -> dict[int, int]:
+        """{value id: count} of the values that contain ``term`` (``{}`` when none does)."""
+        found: dict[int, int] = {}
+        base = self._base_slice(term)
+        if base is not None:
+            found = dict(zip(base[0].tolist(), base[1].tolist(), strict=True))
+        extra = self._overlay.get(term)
+        if extra:
+            found.update(extra)
+        return found
+
+    def terms(self) -> list[str]:
+        """Every surface term of any value (the base's first, in stored order)."""
+        base = [] if self._base is None else list(self._base[2])
+        return base + [t for t in self._overlay if self._base is None or t not in self._base[2]]
 
     def counts(self, surfaces: tuple[str, ...]) -> np.ndarray:
         """Per value id (plus a trailing 0 for "no value"): how often ``surfaces`` occur."""
-        out = np.zeros(len(self.ids) + 1)
+        out = np.zeros(self._count + 1)
         for surface in surfaces:
-            for value_id, count in self.by_term.get(surface, {}).items():
+            base = self._base_slice(surface)
+            if base is not None:
+                out[base[0]] += base[1]
+            for value_id, count in self._overlay.get(surface, {}).items():
                 out[value_id] += count
         return out
+
+    def columns(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+        """Packed arrays and string lists that :meth:`from_columns` reads back."""
+        terms = self.terms()
+        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        value_ids: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        for slot, term in enumerate(terms):
+            found = self.term_counts(term)
+            ids = np.fromiter(sorted(found), dtype=np.uint32, count=len(found))
+            value_ids.append(ids)
+            counts.append(np.fromiter((found[int(i)] for i in ids), dtype=np.uint32,
+                                      count=len(ids)))
+            offsets[slot + 1] = offsets[slot] + len(ids)
+        empty = np.zeros(0, dtype=np.uint32)
+        arrays = {prefix + "offsets": offsets,
+                  prefix + "value_ids": np.concatenate(value_ids) if value_ids else empty,
+                  prefix + "counts": np.concatenate(counts) if counts else empty}
+        return arrays, {prefix + "values": list(self.values), prefix + "terms": terms}
+
+    @classmethod
+    def from_columns(cls, sidecar, prefix: str, count: int) -> _ValueField:
+        field_ = cls()
+        terms = sidecar.strings(prefix + "terms")
+        field_._base = (sidecar, prefix, {term: slot for slot, term in enumerate(terms)})
+        field_._values = field_._ids = None
+        field_._count = count
+        return field_
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,6 +208,7 @@ class RecordContext:
         self._analyzed: dict[Analyzer, AnalyzedIndex] = {}
         self._arrays: ContextArrays | None = None
         self._source: list[StoredMemory] = []  # records by position (for lengths on demand)
+        self.fed_by_index = False  # True: the index adds every record (with its length)
 
     def __repr__(self) -> str:
         return f"RecordContext(records={self.records}, threads={len(self.thread_names)})"
@@ -134,28 +218,35 @@ class RecordContext:
         view = self._analyzed.get(analyzer)
         if view is None:
             view = self._analyzed[analyzer] = AnalyzedIndex(index, analyzer)
-            view.add_surfaces(self.dates.by_term)
+            view.add_surfaces(self.dates.terms())
         return view
 
     def refresh(self, index: TermIndex) -> None:
         """Add the records ``index`` covers beyond the ones seen (call after its refresh)."""
         bound = index.records
-        if bound == self.records:
+        if bound == self.records or self.fed_by_index:
             return
         store = getattr(index, "store", None)
         if bound - self.records > 1 and hasattr(store, "record_at"):
             store.read_all()  # SQLite: one read decodes them all, instead of row by row
-        new_date_terms: list[str] = []
         for position in range(self.records, bound):
-            new_date_terms += self._add(position, index.record(position))
-        self.records = bound
-        self._arrays = None
-        if new_date_terms:
-            for view in self._analyzed.values():
-                view.add_surfaces(new_date_terms)
+            self.add(position, index.record(position))
 
-    def _add(self, position: int, record: StoredMemory) -> tuple[str, ...]:
-        self._source.append(record)
+    def add(self, position: int, record: StoredMemory, length: int | None = None) -> None:
+        """Add the record at ``position`` (the next one); ``length``: its length in surface
+        terms when the caller knows it (else it is counted when first needed)."""
+        date_terms = self._add(position, record, length)
+        self.records = position + 1
+        self._arrays = None
+        if date_terms:
+            for view in self._analyzed.values():
+                view.add_surfaces(date_terms)
+
+    def _add(self, position: int, record: StoredMemory, length: int | None) -> tuple[str, ...]:
+        if length is None:
+            self._source.append(record)
+        else:
+            self._lengths.append(length)
         self._captured.append(record.source.captured_at.timestamp())
         if record.kind is not MemoryKind.CONVERSATION:  # profiles are never recalled
             for column in (self._thread, self._previous, self._next, self._title, self._date):
@@ -199,8 +290,8 @@ class RecordContext:
                 thread=linked(self._thread, threads),
                 previous=linked(self._previous, n),
                 next=linked(self._next, n),
-                title=linked(self._title, len(self.titles.ids)),
-                date=linked(self._date, len(self.dates.ids)),
+                title=linked(self._title, len(self.titles)),
+                date=linked(self._date, len(self.dates)),
                 captured_at=np.append(np.array(self._captured, dtype=np.float64), 0.0),
                 threads=threads,
             )
@@ -213,6 +304,44 @@ class RecordContext:
             self._lengths.append(sum(record_terms(record).values()) if conversation else 0)
         return np.append(np.array(self._lengths, dtype=np.float64), 0.0)
 
+    # -- kept in a sidecar (labmem.recall.sidecar), so a new process need not decode ----
+
+    _COLUMNS = ("_conversation", "_thread", "_previous", "_next", "_title", "_date",
+                "_captured", "_lengths")
+
+    def columns(self) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+        """Everything this context holds, as arrays and string lists (positions in order)."""
+        self.lengths()
+        arrays = {"context" + name: np.frombuffer(getattr(self, name),
+                                                  dtype=getattr(self, name).typecode)
+                  for name in self._COLUMNS}
+        strings = {"context_threads": list(self.thread_names)}
+        for name, value_field in (("titles", self.titles), ("dates", self.dates)):
+            more_arrays, more_strings = value_field.columns(f"context_{name}_")
+            arrays.update(more_arrays)
+            strings.update(more_strings)
+        return arrays, strings
+
+    @classmethod
+    def from_columns(cls, sidecar, records: int, *, titles: int, dates: int) -> RecordContext:
+        """The context :meth:`columns` wrote, for ``records`` positions (fed by the index
+        from then on)."""
+        context = cls()
+        for name in cls._COLUMNS:
+            getattr(context, name).frombytes(sidecar.arrays["context" + name].tobytes())
+        context.records = records
+        context.thread_names = sidecar.strings("context_threads")
+        context._thread_ids = {name: i for i, name in enumerate(context.thread_names)}
+        last = [NO_LINK] * len(context.thread_names)
+        for position, thread in enumerate(context._thread):
+            if thread != NO_LINK:
+                last[thread] = position
+        context._thread_last = last
+        context.titles = _ValueField.from_columns(sidecar, "context_titles_", titles)
+        context.dates = _ValueField.from_columns(sidecar, "context_dates_", dates)
+        context.fed_by_index = True
+        return context
+
 
 _ATTRIBUTE = "_labmem_record_context"
 
@@ -220,6 +349,9 @@ _ATTRIBUTE = "_labmem_record_context"
 def record_context(index: TermIndex) -> RecordContext:
     """The :class:`RecordContext` of ``index``, kept on the index object itself (so it lives
     and dies with it, and every engine over the same index shares it)."""
+    own = getattr(index, "record_context", None)
+    if callable(own):  # the JSONL index keeps (and persists) its own
+        return own()
     context = getattr(index, _ATTRIBUTE, None)
     if context is None:
         context = RecordContext()

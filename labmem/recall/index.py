@@ -11,24 +11,37 @@ The index answers only "which records, how often, how long, captured when"; scor
 ranking stay in :mod:`labmem.recall.scorers` and :mod:`labmem.recall.pipeline`. Two backends
 implement the same small :class:`TermIndex` protocol:
 
-* :class:`InMemoryTermIndex` — built once from a JSONL :class:`RemoteMemoryStore` on the
-  first query, then extended with only the records appended since (by any process);
-* ``SqliteTermIndex`` (:mod:`labmem.recall.sqlite_store`) — postings kept in SQLite tables,
-  written in the same transaction as each record.
+* :class:`InMemoryTermIndex` — for a JSONL :class:`RemoteMemoryStore`: mapped from its
+  sidecar (:mod:`labmem.recall.sidecar`) when that describes the file, else built from the
+  file once and persisted; then extended with only the records appended since (by any
+  process), decoding a record by its byte offset only when it is a hit;
+* ``SqliteTermIndex`` (:mod:`labmem.recall.sqlite_store`) — postings packed per term in
+  SQLite rows, written in the same transaction as each record.
+
+Both also lend a term's postings as arrays they already hold (``term_postings``) and
+every record's length and time (``record_columns``): what MaxScore pruning
+(:mod:`labmem.recall.pruning`) needs to look terms up without copying their postings.
 """
 
 from __future__ import annotations
 
+import os
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from labmem.core.text import term_frequencies
-from labmem.recall.store import MemoryKind, StoredMemory
+from labmem.recall.store import (
+    MemoryKind,
+    RemoteMemoryCorruptionError,
+    StoredMemory,
+    decode_stored_line,
+)
 
 __all__ = ["Postings", "TermIndex", "InMemoryTermIndex", "open_term_index", "record_terms",
            "merge_postings"]
@@ -85,84 +98,367 @@ class TermIndex(Protocol):
         """Surface terms first used by a record at a position from ``start`` on, in order
         of first use (an analyzer groups them; :mod:`labmem.recall.analyzers`)."""
 
+    # optional — an index with both lets the engine prune (labmem.recall.pruning):
+    # term_postings(term) -> (positions, counts), arrays it holds, not copies;
+    # record_columns() -> (lengths, captured_at) of every record, by position.
+
+
+#: Below this many records, building the index from the file is fast enough (tens of
+#: milliseconds) that a sidecar is not written; one already there is still read.
+SIDECAR_MIN_RECORDS = 1000
+
+#: Postings of terms whose sidecar part and tail were joined, kept for the next query.
+TAIL_CACHE = 1_000_000
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
 
 class InMemoryTermIndex:
-    """The inverted index of one JSONL store, kept in compact arrays.
+    """The inverted index of one JSONL store, kept in compact arrays, persisted beside it.
 
-    Per record it stores two numbers (length, capture time); per term a pair of integer
-    arrays (positions, counts). Records are never re-tokenized after they are indexed,
-    and positions only grow, so every postings list stays sorted by construction.
+    Per record it stores two numbers (length, capture time) and the byte offset of its
+    line; per term, the positions and counts of its records. On the first
+    :meth:`refresh` it maps the sidecar (:mod:`labmem.recall.sidecar`) if that is whole and
+    describes the file, else it reads and validates the whole file through the store and
+    writes a new sidecar. Either way it then follows the file, decoding only records
+    appended since, and a hit's record is decoded from its line by offset.
+
+    ``sidecar=False`` never reads or writes one (results are the same, byte for byte).
     """
 
-    def __init__(self, store) -> None:
+    def __init__(self, store, *, sidecar: bool = True,
+                 sidecar_min_records: int = SIDECAR_MIN_RECORDS) -> None:
         self.store = store
+        self.use_sidecar = sidecar
+        self.sidecar_min_records = sidecar_min_records
+        self.sidecar_status = "not opened"  # how the last open went (shown by tests/bench)
         self.searched_records = 0
         self.total_length = 0
-        self._records: tuple[StoredMemory, ...] = ()
+        self._opened = False
         self._indexed = 0  # records (of any kind) indexed so far
         self._lengths = array("q")
         self._captured = array("d")
+        self._offsets = array("q", [0])  # byte offset of each record's line, and the end
+        # the base: what a sidecar held (read-only views of its memory map)
+        self._base = None
+        self._base_records = 0
+        self._base_slots: dict[str, int] = {}
+        self._base_terms: list[str] = []
+        # the tail: postings of records indexed in this process (positions >= base)
         self._postings: dict[str, tuple[array, array]] = {}
-        self._vocabulary: list[str] = []  # every term once, in order of first use
-        self._first_use = array("q")  # the position of each term's first record
+        self._vocabulary: list[str] = []  # tail terms unknown to the base, in first use
+        self._first_use = array("q")
+        self._records: dict[int, StoredMemory] = {}  # decoded records (the tail, and hits)
+        self._held: tuple[StoredMemory, ...] = ()  # every record, after a full read
+        self._tail_ids: list[str] = []
+        self._ids: set[str] | None = None
+        self._batch_ids: set[str] = set()
+        self._log = None
+        self._context = None
+        self._persisted = 0  # records the sidecar on disk covers
+        self._joined: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}  # base + tail
+        self._joined_size = 0
+        self._columns: tuple[np.ndarray, np.ndarray] | None = None
 
     def __repr__(self) -> str:
-        return f"InMemoryTermIndex(records={self._indexed}, terms={len(self._postings)})"
+        terms = len(self._base_slots) + len(self._vocabulary)
+        return f"InMemoryTermIndex(records={self._indexed}, terms={terms})"
+
+    # -- opening --------------------------------------------------------------------
 
     def refresh(self) -> None:
-        if len(self.store) == self._indexed:  # catches up with the file; no copy of it
+        if not self._opened:
+            self._open()
+            self._opened = True
+        else:
+            self._follow()
+        if (self.use_sidecar and self._indexed >= self.sidecar_min_records
+                and self._indexed - self._persisted >= max(self.sidecar_min_records,
+                                                           self._persisted // 8)):
+            self._persist()
+
+    def _open(self) -> None:
+        from labmem.recall.fields import RecordContext  # fields imports this module
+        from labmem.recall.sidecar import SidecarRefused, load_sidecar
+
+        if self.use_sidecar:
+            try:
+                sidecar = load_sidecar(self.store.path, user_scope=self.store.user_scope)
+            except SidecarRefused as refused:
+                self.sidecar_status = f"rebuilt: {refused}"
+            else:
+                self._adopt(sidecar, RecordContext)
+                self.sidecar_status = "loaded"
+                self._start_following(int(sidecar.meta["covered_bytes"]), self._base_records)
+                self._follow()
+                return
+        else:
+            self.sidecar_status = "off"
+        # the full read: every line decoded and validated by the store itself
+        self._context = RecordContext()
+        self._context.fed_by_index = True
+        self._held = self.store.read_all()
+        covered, lines = self.store.read_cursor
+        offsets = _line_ends(self.store.path, covered)
+        if len(offsets) != lines or lines != len(self._held):  # pragma: no cover - a race
+            raise RemoteMemoryCorruptionError(self.store.path.name, None,
+                                              "the file changed while it was read")
+        self._offsets.extend(offsets.tolist())
+        for position, record in enumerate(self._held):
+            self._add(position, record)
+            self._tail_ids.append(record.memory_id)
+        self._ids = set(self._tail_ids)
+        self._start_following(covered, lines)
+
+    def _adopt(self, sidecar, context_type) -> None:
+        meta = sidecar.meta
+        self._base = sidecar
+        records = self._base_records = self._persisted = self._indexed = int(meta["records"])
+        self.searched_records = int(meta["searched_records"])
+        self.total_length = int(meta["total_length"])
+        self._base_terms = sidecar.strings("terms")
+        self._base_slots = {term: slot for slot, term in enumerate(self._base_terms)}
+        arrays = sidecar.arrays
+        self._lengths = array("q", arrays["lengths"].astype(np.int64).tobytes())
+        self._captured = array("d", arrays["captured_at"].tobytes())
+        self._offsets = array("q", arrays["offsets"].tobytes())
+        self._context = context_type.from_columns(
+            sidecar, records, titles=int(meta["titles"]), dates=int(meta["dates"]))
+
+    def _start_following(self, offset: int, lines: int) -> None:
+        from labmem.core.storage import JsonlLog
+
+        self._log = JsonlLog(self.store.path, decode=self._decode_line,
+                             corruption_error=RemoteMemoryCorruptionError,
+                             lock_factory=lambda path: nullcontext(), start=(offset, lines))
+
+    def _known_ids(self) -> set[str]:
+        if self._ids is None:
+            self._ids = set(self._base.strings("memory_ids")) | set(self._tail_ids)
+        return self._ids
+
+    def _decode_line(self, line: int, obj: dict) -> StoredMemory:
+        record = decode_stored_line(self.store.path.name, self.store.user_scope, line, obj)
+        if record.memory_id in self._known_ids() or record.memory_id in self._batch_ids:
+            raise RemoteMemoryCorruptionError(
+                self.store.path.name, line, f"memory_id {record.memory_id!r} is stored twice")
+        self._batch_ids.add(record.memory_id)
+        return record
+
+    def _follow(self) -> None:
+        """Index the records appended since (by any process): only their lines are read."""
+        start = self._log.offset
+        self._batch_ids.clear()
+        fresh = self._log.refresh()
+        if not fresh:
             return
-        self._records = self.store.read_all()
-        for position in range(self._indexed, len(self._records)):
-            self._add(position, self._records[position])
-        self._indexed = len(self._records)
+        ends = _line_ends(self.store.path, self._log.offset, start)
+        self._offsets.extend(ends.tolist())
+        ids = self._known_ids()
+        for record in fresh:
+            position = self._indexed
+            self._records[position] = record
+            self._add(position, record)
+            self._tail_ids.append(record.memory_id)
+            ids.add(record.memory_id)
 
     def _add(self, position: int, record: StoredMemory) -> None:
         if record.kind is not MemoryKind.CONVERSATION:  # profiles are never recalled
             self._lengths.append(0)
-            self._captured.append(0.0)
+            self._context.add(position, record, 0)
+            self._captured.append(record.source.captured_at.timestamp())
+            self._indexed = position + 1
             return
         counts = record_terms(record)
         length = sum(counts.values())
         self._lengths.append(length)
         self._captured.append(record.source.captured_at.timestamp())
+        self._context.add(position, record, length)
         self.searched_records += 1
         self.total_length += length
         for term, count in counts.items():
             entry = self._postings.get(term)
             if entry is None:
                 entry = self._postings[term] = (array("q"), array("q"))
-                self._vocabulary.append(term)
-                self._first_use.append(position)
+                if term not in self._base_slots:
+                    self._vocabulary.append(term)
+                    self._first_use.append(position)
             entry[0].append(position)
             entry[1].append(count)
+        self._indexed = position + 1
+
+    # -- persisting ------------------------------------------------------------------
+
+    def _persist(self) -> None:
+        """Write a sidecar covering every record indexed so far (atomically; a failure to
+        write — a read-only directory, a full disk — only means the next open rebuilds)."""
+        from labmem.recall.sidecar import prefix_crc32, write_sidecar
+
+        terms = self._base_terms + self._vocabulary
+        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        positions: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        for slot, term in enumerate(terms):
+            term_positions, term_counts = self.term_postings(term, keep=False)
+            positions.append(term_positions.astype(np.uint32))
+            counts.append(term_counts)
+            offsets[slot + 1] = offsets[slot] + len(term_positions)
+        all_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+        count_type = np.uint16 if not len(all_counts) or all_counts.max() < 1 << 16 else np.uint32
+        first_use = np.concatenate((np.asarray(self._base.arrays["first_use"], dtype=np.int64)
+                                    if self._base is not None else np.zeros(0, np.int64),
+                                    np.array(self._first_use, dtype=np.int64)))
+        covered = self._offsets[self._indexed]
+        context_arrays, context_strings = self._context.columns()
+        ids = (self._base.strings("memory_ids") if self._base is not None else []) + self._tail_ids
+        try:
+            with open(self.store.path, "rb") as handle:
+                stat = os.fstat(handle.fileno())
+                crc = prefix_crc32(handle, covered)
+            meta = {"user_scope": self.store.user_scope, "device": stat.st_dev,
+                    "inode": stat.st_ino, "covered_bytes": covered,
+                    "covered_lines": self._indexed, "covered_crc32": crc,
+                    "records": self._indexed, "searched_records": self.searched_records,
+                    "total_length": self.total_length, "titles": len(self._context.titles),
+                    "dates": len(self._context.dates)}
+            write_sidecar(self.store.path, meta, {
+                "postings_offsets": offsets,
+                "positions": np.concatenate(positions) if positions else np.zeros(0, np.uint32),
+                "counts": all_counts.astype(count_type),
+                "first_use": first_use,
+                "lengths": np.array(self._lengths, dtype=np.uint32),
+                "captured_at": np.array(self._captured, dtype=np.float64),
+                "offsets": np.array(self._offsets, dtype=np.int64),
+                **context_arrays,
+            }, {"terms": terms, "memory_ids": ids, **context_strings})
+        except OSError as exc:
+            self.sidecar_status += f"; not written ({exc.strerror or exc})"
+            return
+        self._persisted = self._indexed
+
+    # -- the TermIndex protocol ------------------------------------------------------
+
+    def record_context(self):
+        """The record context (threads, titles, dates) this index keeps and persists."""
+        if not self._opened:
+            self.refresh()
+        return self._context
 
     def document_frequency(self, term: str) -> int:
-        entry = self._postings.get(term)
-        return 0 if entry is None else len(entry[0])
+        return len(self.term_postings(term)[0])
 
-    def postings(self, term: str) -> Postings:
+    def term_postings(self, term: str, *, keep: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, counts) of ``term``, ascending — without a copy per call.
+
+        A term only the sidecar holds is two views of its memory map; a term with
+        postings indexed in this process (the tail) is joined once and kept
+        (:data:`TAIL_CACHE` postings at most) until the tail grows again.
+        """
+        slot = self._base_slots.get(term)
         entry = self._postings.get(term)
         if entry is None:
-            return Postings.empty()
+            if slot is None:
+                return _EMPTY, _EMPTY
+            arrays = self._base.arrays
+            bounds = arrays["postings_offsets"]
+            lo, hi = int(bounds[slot]), int(bounds[slot + 1])
+            return arrays["positions"][lo:hi], arrays["counts"][lo:hi]  # views: no copy
+        cached = self._joined.get(term)
+        if cached is not None and cached[0] == len(entry[0]):
+            self._joined[term] = self._joined.pop(term)  # most recently used: last
+            return cached[1], cached[2]
         # copies, not views: an array.array cannot grow while numpy holds its buffer
         positions = np.array(entry[0], dtype=np.int64)
-        return Postings(
-            positions=positions,
-            counts=np.array(entry[1], dtype=np.int64),
-            lengths=np.frombuffer(self._lengths, dtype=np.int64)[positions],
-            captured_at=np.frombuffer(self._captured, dtype=np.float64)[positions],
-        )
+        counts = np.array(entry[1], dtype=np.int64)
+        if slot is not None:
+            arrays = self._base.arrays
+            bounds = arrays["postings_offsets"]
+            lo, hi = int(bounds[slot]), int(bounds[slot + 1])
+            positions = np.concatenate((arrays["positions"][lo:hi], positions))
+            counts = np.concatenate((arrays["counts"][lo:hi], counts))
+        if keep:
+            self._remember_joined(term, len(entry[0]), positions, counts)
+        return positions, counts
+
+    def _remember_joined(self, term: str, tail: int, positions, counts) -> None:
+        old = self._joined.pop(term, None)
+        if old is not None:
+            self._joined_size -= len(old[1])
+        self._joined[term] = (tail, positions, counts)
+        self._joined_size += len(positions)
+        while self._joined_size > TAIL_CACHE and len(self._joined) > 1:
+            dropped = self._joined.pop(next(iter(self._joined)))
+            self._joined_size -= len(dropped[1])
+
+    def record_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every record's (length, captured time), by position: numpy arrays, rebuilt only
+        after records were indexed (so a query gathers from them without converting)."""
+        if self._columns is None or len(self._columns[0]) != self._indexed:
+            self._columns = (np.array(self._lengths, dtype=np.int64),
+                             np.array(self._captured, dtype=np.float64))
+        return self._columns
+
+    def postings(self, term: str) -> Postings:
+        positions, counts = self.term_postings(term)
+        if not len(positions):
+            return Postings.empty()
+        lengths, captured = self.record_columns()
+        return Postings(positions=positions, counts=counts, lengths=lengths[positions],
+                        captured_at=captured[positions])
 
     def record(self, position: int) -> StoredMemory:
-        return self._records[position]
+        if self._held:
+            if position < len(self._held):
+                return self._held[position]
+        record = self._records.get(position)
+        if record is None:  # a record the sidecar covers: decode its one line
+            record = self._records[position] = self._read_line(position)
+        return record
+
+    def _read_line(self, position: int) -> StoredMemory:
+        from labmem.core.validation import parse_json
+
+        start, end = self._offsets[position], self._offsets[position + 1]
+        name = self.store.path.name
+        with open(self.store.path, "rb") as handle:
+            raw = os.pread(handle.fileno(), end - start, start)
+        try:
+            obj = parse_json(raw)
+        except ValueError as exc:
+            raise RemoteMemoryCorruptionError(name, position + 1,
+                                              f"not valid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise RemoteMemoryCorruptionError(
+                name, position + 1, f"expected a JSON object, got {type(obj).__name__}")
+        return decode_stored_line(name, self.store.user_scope, position + 1, obj)
 
     @property
     def records(self) -> int:
         return self._indexed
 
     def vocabulary(self, start: int = 0) -> tuple[str, ...]:
-        return tuple(self._vocabulary[bisect_left(self._first_use, start):])
+        base: list[str] = []
+        if self._base is not None:
+            first = self._base.arrays["first_use"]
+            base = self._base_terms[int(np.searchsorted(first, start, side="left")):]
+        return (*base, *self._vocabulary[bisect_left(self._first_use, start):])
+
+
+def _line_ends(path, end: int, start: int = 0) -> np.ndarray:
+    """Byte offsets just past each newline in ``path`` between ``start`` and ``end``."""
+    found: list[np.ndarray] = []
+    if end <= start:
+        return np.zeros(0, dtype=np.int64)
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        at = start
+        while at < end:
+            chunk = handle.read(min(1 << 22, end - at))
+            if not chunk:
+                break
+            found.append(np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10) + at + 1)
+            at += len(chunk)
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def open_term_index(store) -> TermIndex:

@@ -38,6 +38,7 @@ from labmem.core.render import XML, count, fixed, join_lines
 from labmem.core.text import collapse_whitespace, normalize_text, term_frequencies
 from labmem.core.validation import require_int
 from labmem.recall.index import TermIndex, merge_postings, open_term_index, record_terms
+from labmem.recall.pruning import MIN_SKIPPED, prune_estimate, term_extremes
 from labmem.recall.scorers import (  # noqa: F401 (weights re-exported for chapter s12)
     LEXICAL_WEIGHT,
     RECENCY_WEIGHT,
@@ -439,6 +440,10 @@ class RecallEngine:
         self.index: TermIndex = open_term_index(store)
         # the top hits of one query are often the top hits of the next: keep their terms
         self._terms_of = functools.lru_cache(maxsize=4096)(self._record_terms_at)
+        self.prune = True  # MaxScore (labmem.recall.pruning); False: always exhaustive
+        self.prune_min_skipped = MIN_SKIPPED  # shorter rests are scored, not ruled out
+        self.last_skipped_terms: tuple[str, ...] = ()  # what the last recall did not scan
+        self._extremes: dict[tuple[str, int], tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         return f"RecallEngine({self.store!r}, scorer={self.scorer!r})"
@@ -482,10 +487,18 @@ class RecallEngine:
         ranks_itself = getattr(self.scorer, "rank_index", None)
         if ranks_itself is not None:  # a scorer that reads a record's neighbours (contextual)
             return ranks_itself(self.index, query, as_of=as_of)
-        postings, stats = self._postings(query)
-        positions, estimates = self.scorer.estimate(
-            query.terms, postings, as_of_seconds=as_of.timestamp(), stats=stats)
         tolerance = 1e-5 + 1e-6 * len(query.terms)
+        pruned, stats = self._pruned(query, as_of.timestamp(), tolerance)
+        if pruned is not None:
+            positions, estimates = pruned.positions, pruned.estimates
+            candidate_records = pruned.candidate_records
+            self.last_skipped_terms = pruned.skipped_terms
+        else:
+            postings, stats = self._postings(query)
+            positions, estimates = self.scorer.estimate(
+                query.terms, postings, as_of_seconds=as_of.timestamp(), stats=stats)
+            candidate_records = len(positions)
+            self.last_skipped_terms = ()
         top = [self._candidate_at(query, int(p))
                for p in shortlist(positions, estimates, query.limit, tolerance)]
         hits = stable_rank_recall_candidates(query, top, as_of=as_of, scorer=self.scorer,
@@ -494,9 +507,37 @@ class RecallEngine:
             query=query,
             hits=hits,
             searched_records=self.index.searched_records,
-            candidate_records=len(positions),
+            candidate_records=candidate_records,
             empty_reason=None if hits else EMPTY_NO_MATCHING_TERMS,
         )
+
+    def _pruned(self, query: RecallQuery, as_of_seconds: float, tolerance: float):
+        """MaxScore over the index's postings, when the index lends them without copies
+        (``term_postings``, ``record_columns``); (None, None): score exhaustively."""
+        lend = getattr(self.index, "term_postings", None)
+        if not self.prune or lend is None or len(query.terms) < 2:
+            return None, None
+        self.index.refresh()
+        lists = {term: lend(term) for term in query.terms}
+        stats = CorpusStats(self.index.searched_records, self.index.total_length,
+                            MappingProxyType({t: len(p) for t, (p, _) in lists.items()}))
+        lengths, captured = self.index.record_columns()
+
+        def extremes(term: str) -> tuple[int, int]:
+            positions, counts = lists[term]
+            key = (term, len(positions))  # postings only grow: same length, same postings
+            found = self._extremes.get(key)
+            if found is None:
+                if len(self._extremes) >= 1 << 16:
+                    self._extremes.clear()
+                found = self._extremes[key] = term_extremes(positions, counts, lengths)
+            return found
+
+        pruned = prune_estimate(self.scorer, query.terms, lists, query.limit, lengths,
+                                captured, as_of_seconds=as_of_seconds, stats=stats,
+                                tolerance=tolerance, extremes=extremes,
+                                min_skipped=self.prune_min_skipped)
+        return pruned, stats
 
 
 # -- 5. render -----------------------------------------------------------------------

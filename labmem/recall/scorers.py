@@ -175,6 +175,23 @@ class Scorer:
                 stats: CorpusStats | None) -> RecallScoreBreakdown:
         raise NotImplementedError
 
+    # -- upper bounds, for pruning (labmem.recall.pruning) ----------------------------
+    #
+    # A scorer that defines both may have terms skipped when they cannot change the top
+    # of the ranking; one that does not (None) is always scored exhaustively.
+
+    def term_bound(self, term: str, max_count: int, min_length: int,
+                   stats: CorpusStats) -> float | None:
+        """At least :meth:`term_weights` of ``term`` in any record holding it at most
+        ``max_count`` times with at least ``min_length`` terms; ``None``: no bound."""
+        return None
+
+    def total_bound(self, lexical: float, matched: int, query_terms: tuple[str, ...],
+                    stats: CorpusStats) -> float | None:
+        """At least :meth:`combine` of any record whose summed term weights are at most
+        ``lexical`` over at most ``matched`` query terms (any capture time)."""
+        return None
+
     def estimate(self, query_terms: tuple[str, ...], postings: Mapping[str, Postings], *,
                  as_of_seconds: float, stats: CorpusStats) -> tuple[np.ndarray, np.ndarray]:
         """(positions, totals) of every candidate, unrounded — for pruning, not showing."""
@@ -209,6 +226,12 @@ class TeachingScorer(Scorer):
 
     def term_weights(self, term, postings, stats):
         return np.ones(len(postings))
+
+    def term_bound(self, term, max_count, min_length, stats):
+        return 1.0
+
+    def total_bound(self, lexical, matched, query_terms, stats):
+        return self.lexical_weight * matched / len(query_terms) + self.recency_weight
 
     def combine(self, acc, query_terms, as_of_seconds, stats):
         coverage = acc.matched / len(query_terms)
@@ -275,9 +298,21 @@ class Bm25Scorer(Scorer):
         return _saturated_part(idf, count, length, average_length, self.k1, self.b)
 
     def term_weights(self, term, postings, stats):
-        return bm25_term_weight(postings.counts.astype(np.float64), len(postings),
+        # df from the statistics: ``postings`` may be the part of a term's list that
+        # pruning looks up (labmem.recall.pruning), not all of it
+        return bm25_term_weight(postings.counts.astype(np.float64),
+                                stats.document_frequency.get(term, len(postings)),
                                 stats.searched_records, postings.lengths,
                                 stats.average_length, self.k1, self.b)
+
+    def term_bound(self, term, max_count, min_length, stats):
+        # the weight grows with the count and shrinks with the length (b ≥ 0)
+        return float(bm25_term_weight(float(max_count), stats.document_frequency[term],
+                                      stats.searched_records, float(min_length),
+                                      stats.average_length, self.k1, self.b))
+
+    def total_bound(self, lexical, matched, query_terms, stats):
+        return lexical
 
     def combine(self, acc, query_terms, as_of_seconds, stats):
         return acc.lexical
@@ -346,6 +381,14 @@ class HybridScorer(Scorer):
 
     def term_weights(self, term, postings, stats):
         return self.bm25.term_weights(term, postings, stats)
+
+    def term_bound(self, term, max_count, min_length, stats):
+        return self.bm25.term_bound(term, max_count, min_length, stats)
+
+    def total_bound(self, lexical, matched, query_terms, stats):
+        ceiling = self.best_possible(query_terms, stats)
+        share = lexical / ceiling if ceiling else 0.0
+        return (1 - self.recency_weight) * share + self.recency_weight
 
     def combine(self, acc, query_terms, as_of_seconds, stats):
         ceiling = self.best_possible(query_terms, stats)

@@ -11,10 +11,18 @@ errors) but gets them from a database instead of a file lock:
   hold many users, and a store instance sees only its own.
 * **Durability**: WAL journal, ``synchronous=FULL`` (a commit is on disk when
   ``append`` returns) and a busy timeout, so concurrent writers wait instead of failing.
-* **Recall index**: the same transaction that stores a conversation record writes its
-  postings (term → ordinal, count, record length, captured time), the terms the scope
-  had not seen before (its vocabulary, which an analyzer groups by stem) and the scope's
-  totals, so :class:`SqliteTermIndex` never re-tokenizes the store.
+* **Recall index**: the same transaction that stores records writes their postings,
+  packed: one row per scope, term and *segment* (the write that added them), holding the
+  ordinals (delta-coded) and counts as little-endian integer arrays that numpy decodes
+  in one call; each record's length, captured time and a digest of its terms are kept
+  once, in per-segment columns too (not once per posting). A write merges a term's
+  newest segments when they are no larger than what it adds, so a term has at most
+  log2(df) + 1 rows and a store loaded in one batch has exactly one: reading a term is
+  one range of adjacent rows. The same transaction adds the terms the scope had not seen
+  before (its vocabulary, which an analyzer groups by stem) and the scope's totals, so
+  :class:`SqliteTermIndex` never re-tokenizes the store.
+* **Tampering**: a content-derived id is re-derived on every read, and a record recall
+  returns is checked once against what indexed it (:meth:`SqliteTermIndex._verify`).
 
 Each record is stored as the same JSON object the JSONL store writes
 (:meth:`StoredMemory.to_dict`), plus the columns the queries need.
@@ -26,7 +34,8 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -57,21 +66,56 @@ from labmem.recall.store import (
 
 __all__ = ["SqliteMemoryStore", "SqliteTermIndex", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 2  # 2 added the vocabulary table (a version-1 file is upgraded)
+SCHEMA_VERSION = 3  # 2 added the vocabulary; 3 packed the postings (older files are upgraded)
 BUSY_TIMEOUT_SECONDS = 10.0
+PAGE_SIZE = 16384
 
 # Every surface term of a scope once, with the first record that used it: an analyzer
 # lists the terms that share a stem from here (labmem.recall.analyzers), and
-# "first_ordinal >= n" is what records from n on added to the vocabulary.
+# "first_ordinal >= n" is what records from n on added to the vocabulary. Keyed by first
+# use, so that one B-tree serves that query (a write adds a term only when the term has
+# no postings yet, so each term appears once).
 VOCABULARY_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS vocabulary (
         user_scope    TEXT    NOT NULL,
-        term          TEXT    NOT NULL,
         first_ordinal INTEGER NOT NULL,
-        PRIMARY KEY (user_scope, term)
+        term          TEXT    NOT NULL,
+        PRIMARY KEY (user_scope, first_ordinal, term)
     ) WITHOUT ROWID""",
-    """CREATE INDEX IF NOT EXISTS vocabulary_by_first
-        ON vocabulary (user_scope, first_ordinal)""",
+)
+
+# The latest profile is looked up by time; conversations never are, so the index covers
+# profiles only (a partial index: a few rows, not one per record).
+PROFILE_INDEX = """CREATE INDEX IF NOT EXISTS profiles_by_time
+        ON memories (user_scope, captured_at, memory_id) WHERE kind = 'profile'"""
+
+# segment: the first ordinal of the write transaction that made the row (after a merge,
+# of the oldest write merged in); size: how many postings / records the row holds.
+# postings.data is _pack()'s format; record_columns holds, for the ordinals segment …
+# segment + size − 1, each record's length in terms (uint32; 0 for a profile), its
+# captured time (float64 POSIX seconds) and the digest of the terms it was indexed by
+# (uint32, terms_digest; 0 for a profile), all little-endian.
+PACKED_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS postings (
+        user_scope  TEXT    NOT NULL,
+        term        TEXT    NOT NULL,
+        segment     INTEGER NOT NULL,
+        size        INTEGER NOT NULL,
+        data        BLOB    NOT NULL,
+        PRIMARY KEY (user_scope, term, segment)
+    ) WITHOUT ROWID""",
+    # the keys alone, small and dense: which rows a term has, read without touching a
+    # row's packed data (a hit's check that each of its terms is posted; a cache check)
+    """CREATE INDEX IF NOT EXISTS postings_keys ON postings (user_scope, term, segment, size)""",
+    """CREATE TABLE IF NOT EXISTS record_columns (
+        user_scope  TEXT    NOT NULL,
+        segment     INTEGER NOT NULL,
+        size        INTEGER NOT NULL,
+        lengths     BLOB    NOT NULL,
+        captured_at BLOB    NOT NULL,
+        digests     BLOB    NOT NULL,
+        PRIMARY KEY (user_scope, segment)
+    ) WITHOUT ROWID""",
 )
 
 # ordinal: the record's 0-based position among all records of its scope, in storage
@@ -88,19 +132,8 @@ SCHEMA = (
         PRIMARY KEY (user_scope, ordinal),
         UNIQUE (user_scope, memory_id)
     )""",
-    """CREATE INDEX IF NOT EXISTS memories_by_kind
-        ON memories (user_scope, kind, captured_at, memory_id)""",
-    # Clustered on (user_scope, term, ordinal): the (user_scope, term) index recall
-    # needs, with each term's postings stored together in ordinal order.
-    """CREATE TABLE IF NOT EXISTS postings (
-        user_scope  TEXT    NOT NULL,
-        term        TEXT    NOT NULL,
-        ordinal     INTEGER NOT NULL,
-        tf          INTEGER NOT NULL,
-        length      INTEGER NOT NULL,
-        captured_at REAL    NOT NULL,
-        PRIMARY KEY (user_scope, term, ordinal)
-    ) WITHOUT ROWID""",
+    PROFILE_INDEX,
+    *PACKED_SCHEMA,
     """CREATE TABLE IF NOT EXISTS scope_stats (
         user_scope           TEXT PRIMARY KEY,
         records              INTEGER NOT NULL,
@@ -197,6 +230,9 @@ class SqliteMemoryStore:
     def _prepare(self, db: sqlite3.Connection) -> None:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
         db.execute("PRAGMA synchronous = FULL")
+        # A new file only (an existing one keeps its page size): records of ~1 KB waste
+        # a tenth of a 4 KB page, a fortieth of a 16 KB one.
+        db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         # Both steps read first and write only on a new file, so opening an existing
         # store never waits behind another process's write.
         if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
@@ -212,10 +248,11 @@ class SqliteMemoryStore:
                     for statement in SCHEMA:
                         db.execute(statement)
                     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        if self._schema_version(db) == 1:
-            with _transaction(db):
-                if self._schema_version(db) == 1:  # still: no one upgraded it meanwhile
-                    _upgrade_to_vocabulary(db)
+        for old, upgrade in ((1, _upgrade_to_vocabulary), (2, _upgrade_to_packed)):
+            if self._schema_version(db) == old:
+                with _transaction(db):
+                    if self._schema_version(db) == old:  # still: no one upgraded it meanwhile
+                        upgrade(db)
         version = self._schema_version(db)
         if version != SCHEMA_VERSION:
             raise RemoteMemoryCorruptionError(
@@ -244,6 +281,21 @@ class SqliteMemoryStore:
                 self.path.name, None, f"not a usable SQLite database ({exc})"
             ) from None
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """A read transaction: every query inside sees the same committed state (WAL)."""
+        db = self._db()
+        if db.in_transaction:  # already inside one
+            yield
+            return
+        with self._sqlite_errors():
+            db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if db.in_transaction:
+                db.execute("COMMIT")
+
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         db = self._db()
         with self._sqlite_errors():
@@ -270,47 +322,6 @@ class SqliteMemoryStore:
         if problem is not None:
             raise RemoteMemoryCorruptionError(name, None, f"{where}: {problem}")
         return record
-
-    def _verify_postings(self, ordinal: int, record: StoredMemory) -> None:
-        """Refuse a conversation record that is not the one its postings were built from.
-
-        The postings (term, tf, record length, captured time) are written in the record's
-        own transaction and never change; recall finds a record through them. Every term
-        of the record must be posted at ``ordinal`` with its count, and each posting must
-        carry the record's length and captured time — then no posting of another term can
-        exist either (the lengths would not add up). An edited body fails this.
-        """
-        counts = record_terms(record)
-        length = sum(counts.values())
-        captured = record.source.captured_at.timestamp()
-        terms = list(counts)
-        posted: dict[str, tuple[int, int, float]] = {}
-        for start in range(0, len(terms), 500):  # well below SQLite's parameter limit
-            chunk = terms[start:start + 500]
-            marks = ", ".join("?" * len(chunk))
-            for term, tf, posted_length, posted_captured in self._query(
-                    "SELECT term, tf, length, captured_at FROM postings WHERE user_scope = ? "
-                    f"AND ordinal = ? AND term IN ({marks})",
-                    (self.user_scope, ordinal, *chunk)):
-                posted[term] = (tf, posted_length, posted_captured)
-        wrong = next((t for t in terms if posted.get(t) != (counts[t], length, captured)),
-                     None)
-        if wrong is not None or (not terms and self._query(
-                "SELECT 1 FROM postings WHERE user_scope = ? AND ordinal = ? LIMIT 1",
-                (self.user_scope, ordinal))):
-            if wrong is None:
-                detail = "the record has no terms, yet terms are posted for it"
-            elif wrong not in posted:
-                detail = f"term {wrong!r} of the record has no posting"
-            else:
-                detail = (f"term {wrong!r}: the record gives (tf, length, captured_at) "
-                          f"{(counts[wrong], length, captured)}, its posting {posted[wrong]}")
-            raise RemoteMemoryCorruptionError(
-                self.path.name, None,
-                f"row {ordinal} of user scope {self.user_scope} (memory_id "
-                f"{record.memory_id!r}): its postings do not match the record ({detail}) — "
-                "the record or its postings were edited after they were stored",
-            )
 
     def _stats(self) -> _ScopeStats:
         rows = self._query(
@@ -367,9 +378,8 @@ class SqliteMemoryStore:
         """The profile snapshot captured last (ties: greatest ``memory_id``), or ``None``."""
         rows = self._query(
             "SELECT ordinal, memory_id, record FROM memories "
-            "WHERE user_scope = ? AND kind = ? "
-            "ORDER BY captured_at DESC, memory_id DESC LIMIT 1",
-            (self.user_scope, MemoryKind.PROFILE.value))
+            "WHERE user_scope = ? AND kind = 'profile' "  # a literal: the partial index
+            "ORDER BY captured_at DESC, memory_id DESC LIMIT 1", (self.user_scope,))
         return self._decode_row(*rows[0]) if rows else None
 
     def __len__(self) -> int:
@@ -416,7 +426,7 @@ class SqliteMemoryStore:
         return records
 
     def _insert(self, records: tuple[StoredMemory, ...], *, batch: bool) -> None:
-        """INSERT the records, their postings and the new totals in one transaction."""
+        """INSERT the records, their packed postings and the new totals in one transaction."""
         rows = []
         for record in records:  # encode and tokenize before taking the write lock
             counts = (record_terms(record) if record.kind is MemoryKind.CONVERSATION
@@ -426,9 +436,12 @@ class SqliteMemoryStore:
         db = self._db()
         with self._sqlite_errors(), _transaction(db):
             stats = self._stats()
-            ordinal = stats.records
+            first = ordinal = stats.records
             conversations, total_length = stats.conversation_records, stats.total_length
-            postings = []
+            postings: dict[str, tuple[list[int], list[int]]] = {}
+            lengths: list[int] = []
+            captured_at: list[float] = []
+            digests: list[int] = []
             for index, (record, payload, counts) in enumerate(rows):
                 captured = record.source.captured_at.timestamp()
                 try:
@@ -446,25 +459,31 @@ class SqliteMemoryStore:
                         ) from None
                     raise RemoteMemoryDuplicateError(duplicate_message(
                         record.memory_id, self.path.name, index if batch else None)) from None
+                length = 0
                 if counts is not None:
                     length = sum(counts.values())
-                    postings.extend((self.user_scope, term, ordinal, tf, length, captured)
-                                    for term, tf in counts.items())
+                    for term, tf in counts.items():
+                        entry = postings.setdefault(term, ([], []))
+                        entry[0].append(ordinal)
+                        entry[1].append(tf)
                     conversations += 1
                     total_length += length
+                lengths.append(length)
+                captured_at.append(captured)
+                digests.append(terms_digest(counts) if counts is not None else 0)
                 ordinal += 1
-            postings.sort(key=lambda row: row[1])  # in index order: fewer pages touched
-            db.executemany(
-                "INSERT INTO postings (user_scope, term, ordinal, tf, length, captured_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)", postings)
-            first_use: dict[str, int] = {}
-            for _, term, term_ordinal, *_ in postings:  # sorted by term, then ordinal
-                first_use.setdefault(term, term_ordinal)
-            # a term the scope already has keeps its earlier first_ordinal
-            db.executemany(
-                "INSERT OR IGNORE INTO vocabulary (user_scope, term, first_ordinal) "
-                "VALUES (?, ?, ?)",
-                ((self.user_scope, term, first) for term, first in first_use.items()))
+            new_terms = []
+            for term in sorted(postings):  # in index order: fewer pages touched
+                positions, counts = postings[term]
+                if _append_postings(db, self.user_scope, term, first,
+                                    np.array(positions, dtype=np.int64),
+                                    np.array(counts, dtype=np.int64)):
+                    new_terms.append((self.user_scope, positions[0], term))
+            _append_columns(db, self.user_scope, first, np.array(lengths, dtype=np.int64),
+                            np.array(captured_at, dtype=np.float64),
+                            np.array(digests, dtype=np.int64))
+            db.executemany("INSERT INTO vocabulary (user_scope, first_ordinal, term) "
+                           "VALUES (?, ?, ?)", new_terms)
             db.execute(
                 "INSERT INTO scope_stats (user_scope, records, conversation_records, "
                 "total_length) VALUES (?, ?, ?, ?) ON CONFLICT (user_scope) DO UPDATE SET "
@@ -473,13 +492,164 @@ class SqliteMemoryStore:
                 (self.user_scope, ordinal, conversations, total_length))
 
 
+# -- packed rows ------------------------------------------------------------------------
+
+_WIDTHS = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
+
+
+def _width(values: np.ndarray) -> int:
+    """The fewest bytes (1, 2, 4 or 8) that hold every value of ``values`` (all ≥ 0)."""
+    top = int(values.max()) if len(values) else 0
+    return next(w for w in (1, 2, 4, 8) if top < 1 << (8 * w))
+
+
+def pack_postings(segment: int, positions: np.ndarray, counts: np.ndarray) -> bytes:
+    """One postings row's ``data``: a byte ``16·log2(gap width) + log2(count width)``,
+    then the gaps (the first from ``segment``, each next from the one before), then the
+    counts — each array in the fewest bytes that hold its largest value."""
+    gaps = np.diff(positions, prepend=segment)
+    gap_width, count_width = _width(gaps), _width(counts)
+    header = bytes([(gap_width.bit_length() - 1) << 4 | (count_width.bit_length() - 1)])
+    return (header + gaps.astype(_WIDTHS[gap_width]).tobytes()
+            + counts.astype(_WIDTHS[count_width]).tobytes())
+
+
+def unpack_postings(segment: int, size: int, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, counts) of one postings row, both int64; ``ValueError`` if malformed."""
+    if not isinstance(data, bytes) or not data or not isinstance(size, int) or size < 1:
+        raise ValueError("not a packed postings row")
+    gap_width, count_width = 1 << (data[0] >> 4), 1 << (data[0] & 15)
+    if gap_width not in _WIDTHS or count_width not in _WIDTHS \
+            or len(data) != 1 + size * (gap_width + count_width):
+        raise ValueError(f"{len(data)} bytes cannot hold {size} postings")
+    gaps = np.frombuffer(data, _WIDTHS[gap_width], size, 1)
+    counts = np.frombuffer(data, _WIDTHS[count_width], size, 1 + size * gap_width)
+    if size > 1 and not gaps[1:].all():
+        raise ValueError("ordinals are not ascending")
+    return np.cumsum(gaps, dtype=np.int64) + segment, counts.astype(np.int64)
+
+
+def _merge_tail(db: sqlite3.Connection, table: str, where: str, key: tuple[Any, ...],
+                segment: int, arrays: tuple[np.ndarray, ...],
+                decode: Callable[..., tuple[np.ndarray, ...]],
+                ) -> tuple[int, tuple[np.ndarray, ...], bool]:
+    """Merge a new segment (``arrays``, starting at ``segment``) with the newest rows while
+    the next older one is no larger than what is gathered so far — a binary counter: at
+    most log2(total) + 1 rows remain. Deletes the rows merged; returns (the merged row's
+    segment, its arrays, whether any row existed). The caller inserts that row in the
+    same transaction, so a crash leaves either the old rows or the merged one."""
+    merged_from, gathered = None, len(arrays[0])
+    existing = db.execute(f"SELECT segment, size FROM {table} WHERE user_scope = ? {where} "
+                          "ORDER BY segment DESC", (*key,)).fetchall()
+    for older, size in existing:
+        if size > gathered:
+            break
+        merged_from, gathered = older, gathered + size
+    if merged_from is None:
+        return segment, arrays, bool(existing)
+    rows = db.execute(f"SELECT * FROM {table} WHERE user_scope = ? {where} AND segment >= ? "
+                      "ORDER BY segment", (*key, merged_from)).fetchall()
+    db.execute(f"DELETE FROM {table} WHERE user_scope = ? {where} AND segment >= ?",
+               (*key, merged_from))
+    old = [decode(*row[2:]) for row in rows]  # postings: (segment, …); columns: (size, …)
+    merged = tuple(np.concatenate([o[i] for o in old] + [new]) for i, new in enumerate(arrays))
+    return merged_from, merged, True
+
+
+def _append_postings(db: sqlite3.Connection, scope: str, term: str, segment: int,
+                     positions: np.ndarray, counts: np.ndarray) -> bool:
+    """Store one write's postings of ``term`` as a new segment (merged with small ones);
+    ``True`` if the scope had no postings of ``term`` before."""
+    segment, (positions, counts), existed = _merge_tail(
+        db, "postings", "AND term = ?", (scope, term), segment, (positions, counts),
+        unpack_postings)
+    db.execute("INSERT INTO postings (user_scope, term, segment, size, data) "
+               "VALUES (?, ?, ?, ?, ?)",
+               (scope, term, segment, len(positions), pack_postings(segment, positions, counts)))
+    return not existed
+
+
+def terms_digest(counts: Mapping[str, int]) -> int:
+    """CRC-32 of a record's terms and counts (sorted): what it was indexed by, in 4 bytes."""
+    return zlib.crc32("".join(f"{t}\t{counts[t]}\n" for t in sorted(counts)).encode())
+
+
+def unpack_columns(size: int, lengths: bytes, captured: bytes,
+                   digests: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lengths int64, captured_at float64, digests int64) of one record_columns row."""
+    if not (all(isinstance(b, bytes) for b in (lengths, captured, digests))
+            and len(lengths) == 4 * size and len(captured) == 8 * size
+            and len(digests) == 4 * size):
+        raise ValueError(f"record columns of the wrong size for {size} records")
+    return (np.frombuffer(lengths, "<u4").astype(np.int64),
+            np.frombuffer(captured, "<f8").astype(np.float64),
+            np.frombuffer(digests, "<u4").astype(np.int64))
+
+
+def _append_columns(db: sqlite3.Connection, scope: str, segment: int, lengths: np.ndarray,
+                    captured: np.ndarray, digests: np.ndarray) -> None:
+    """Store one write's record lengths, times and digests as a new segment (merged
+    likewise)."""
+    segment, (lengths, captured, digests), _ = _merge_tail(
+        db, "record_columns", "", (scope,), segment, (lengths, captured, digests),
+        unpack_columns)
+    db.execute("INSERT INTO record_columns (user_scope, segment, size, lengths, captured_at, "
+               "digests) VALUES (?, ?, ?, ?, ?, ?)",
+               (scope, segment, len(lengths), lengths.astype("<u4").tobytes(),
+                captured.astype("<f8").tobytes(), digests.astype("<u4").tobytes()))
+
+
 def _upgrade_to_vocabulary(db: sqlite3.Connection) -> None:
     """Version 1 → 2: build the vocabulary from the postings already stored."""
-    for statement in VOCABULARY_SCHEMA:
-        db.execute(statement)
+    db.execute("CREATE TABLE vocabulary (user_scope TEXT NOT NULL, term TEXT NOT NULL, "
+               "first_ordinal INTEGER NOT NULL, PRIMARY KEY (user_scope, term)) WITHOUT ROWID")
     db.execute("INSERT INTO vocabulary (user_scope, term, first_ordinal) "
-               "SELECT user_scope, term, MIN(ordinal) FROM postings GROUP BY user_scope, term")
+               "SELECT user_scope, term, MIN(ordinal) FROM postings GROUP BY user_scope, term",
+               ())
     db.execute("PRAGMA user_version = 2")
+
+
+def _upgrade_to_packed(db: sqlite3.Connection) -> None:
+    """Version 2 → 3: repack the one-row-per-posting table, per scope and term; key the
+    vocabulary by first use; index profiles only."""
+    db.execute("DROP INDEX IF EXISTS memories_by_kind")
+    db.execute("DROP INDEX IF EXISTS vocabulary_by_first")
+    db.execute(PROFILE_INDEX)
+    db.execute("ALTER TABLE vocabulary RENAME TO vocabulary_v2")
+    db.execute("ALTER TABLE postings RENAME TO postings_v2")
+    for statement in (*VOCABULARY_SCHEMA, *PACKED_SCHEMA):
+        db.execute(statement)
+    db.execute("INSERT INTO vocabulary (user_scope, first_ordinal, term) "
+               "SELECT user_scope, first_ordinal, term FROM vocabulary_v2", ())
+    db.execute("DROP TABLE vocabulary_v2")
+    scopes = [row[0] for row in db.execute("SELECT user_scope FROM scope_stats", ())]
+    for scope in scopes:
+        rows = db.execute("SELECT term, ordinal, tf FROM postings_v2 WHERE user_scope = ? "
+                          "ORDER BY term, ordinal", (scope,)).fetchall()
+        start = 0
+        while start < len(rows):
+            end = start
+            while end < len(rows) and rows[end][0] == rows[start][0]:
+                end += 1
+            _append_postings(db, scope, rows[start][0], 0,
+                             np.array([r[1] for r in rows[start:end]], dtype=np.int64),
+                             np.array([r[2] for r in rows[start:end]], dtype=np.int64))
+            start = end
+        length_of = dict(db.execute("SELECT ordinal, MAX(length) FROM postings_v2 "
+                                    "WHERE user_scope = ? GROUP BY ordinal", (scope,)))
+        indexed: dict[int, dict[str, int]] = {}
+        for term, ordinal, tf in rows:
+            indexed.setdefault(ordinal, {})[term] = tf
+        captured = db.execute("SELECT ordinal, captured_at FROM memories WHERE user_scope = ? "
+                              "ORDER BY ordinal", (scope,)).fetchall()
+        if captured:
+            _append_columns(db, scope, 0,
+                            np.array([length_of.get(o, 0) for o, _ in captured], np.int64),
+                            np.array([c for _, c in captured], np.float64),
+                            np.array([terms_digest(indexed[o]) if o in indexed else 0
+                                      for o, _ in captured], np.int64))
+    db.execute("DROP TABLE postings_v2")
+    db.execute("PRAGMA user_version = 3")
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -500,20 +670,32 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-class SqliteTermIndex:
-    """The recall engine's inverted index, read from the postings the store writes.
+#: How many postings :class:`SqliteTermIndex` keeps decoded (least recently used terms
+#: are dropped first): about 32 bytes each, so some 64 MiB at most.
+POSTINGS_CACHE = 2_000_000
 
-    A consistent snapshot: :meth:`refresh` reads the scope's totals, and
-    :meth:`postings` returns only ordinals below the refreshed record count, so the
-    statistics and the postings always describe the same records, however many
-    other processes append meanwhile. Each term's postings are cached and extended
-    with only the rows added since (postings of a stored record never change).
+
+class SqliteTermIndex:
+    """The recall engine's inverted index, read from the packed rows the store writes.
+
+    A consistent snapshot: :meth:`refresh` reads the scope's totals and the record
+    columns (lengths, times), and :meth:`postings` returns only ordinals below the
+    refreshed record count, so the statistics and the postings always describe the same
+    records, however many other processes append meanwhile. A term's rows are read
+    together (one range of its primary key) and decoded once; the decoded postings are
+    kept (up to :data:`POSTINGS_CACHE`) until a refresh finds that the term's rows changed.
     """
 
     def __init__(self, store: SqliteMemoryStore) -> None:
         self.store = store
         self._stats = _ScopeStats()
-        self._postings: dict[str, tuple[int, Postings]] = {}  # term -> (bound, postings)
+        self._lengths = np.zeros(0, dtype=np.int64)  # per ordinal
+        self._captured = np.zeros(0, dtype=np.float64)
+        self._digests = np.zeros(0, dtype=np.int64)
+        self._columns: tuple[tuple[int, int], ...] = ()  # (segment, size) rows read
+        # term -> (bound it was read at, its (segment, size) rows, postings below the bound)
+        self._postings: dict[str, tuple[int, tuple[tuple[int, int], ...], Postings]] = {}
+        self._cached = 0  # postings held in self._postings
         self._verified: set[int] = set()  # ordinals whose record matched its postings
         self.refresh()
 
@@ -522,8 +704,45 @@ class SqliteTermIndex:
                 f"searched_records={self.searched_records})")
 
     def refresh(self) -> None:
-        """Catch up with records appended since (by this or any other process)."""
-        self._stats = self.store._stats()
+        """Catch up with records appended since (by this or any other process).
+
+        The totals and the record columns are read in one read transaction (one
+        snapshot); only the column rows that changed since the last refresh are decoded.
+        """
+        with self.store._snapshot():
+            stats = self.store._stats()
+            if stats == self._stats:
+                return
+            scope = self.store.user_scope
+            keys = tuple((int(a), int(b)) for a, b in self.store._query(
+                "SELECT segment, size FROM record_columns WHERE user_scope = ? "
+                "ORDER BY segment", (scope,)))
+            kept = 0  # leading rows as last read: their records' columns are unchanged
+            while (kept < min(len(keys), len(self._columns))
+                   and keys[kept] == self._columns[kept]):
+                kept += 1
+            start = keys[kept][0] if kept < len(keys) else sum(size for _, size in keys)
+            parts = [[self._lengths[:start]], [self._captured[:start]], [self._digests[:start]]]
+            for segment, size, *packed in self.store._query(
+                    "SELECT segment, size, lengths, captured_at, digests FROM record_columns "
+                    "WHERE user_scope = ? AND segment >= ? ORDER BY segment", (scope, start)):
+                try:
+                    more = unpack_columns(size, *packed)
+                except ValueError as exc:
+                    raise self._corrupt(f"record columns at ordinal {segment}: {exc}") from None
+                for part, column in zip(parts, more, strict=True):
+                    part.append(column)
+        self._lengths, self._captured, self._digests = (np.concatenate(p) for p in parts)
+        self._columns = keys
+        if self._lengths.size != sum(size for _, size in keys) or self._lengths.size < \
+                stats.records:
+            raise self._corrupt(f"record columns cover {self._lengths.size} of "
+                                f"{stats.records} records")
+        self._stats = stats
+
+    def _corrupt(self, detail: str) -> RemoteMemoryCorruptionError:
+        return RemoteMemoryCorruptionError(
+            self.store.path.name, None, f"user scope {self.store.user_scope}: {detail}")
 
     @property
     def records(self) -> int:
@@ -543,19 +762,61 @@ class SqliteTermIndex:
     def postings(self, term: str) -> Postings:
         """Where ``term`` occurs, ascending by ordinal; empty arrays when nowhere."""
         bound = self._stats.records
-        cached_bound, cached = self._postings.get(term, (0, None))
-        if cached is not None and cached_bound == bound:
-            return cached
+        cached = self._postings.get(term)
+        if cached is not None and cached[0] == bound:
+            self._postings[term] = self._postings.pop(term)  # most recently used: last
+            return cached[2]
+        with self.store._snapshot():  # the rows' keys and their data: one snapshot
+            keys = tuple((int(a), int(b)) for a, b in self.store._query(
+                "SELECT segment, size FROM postings WHERE user_scope = ? AND term = ? "
+                "ORDER BY segment", (self.store.user_scope, term)))
+            if cached is not None and cached[1] == keys and (
+                    cached[2].positions.size == sum(size for _, size in keys)):
+                found = cached[2]  # no record appended since has the term
+            else:
+                found = self._read(term, bound)
+        self._remember(term, (bound, keys, found))
+        return found
+
+    def _read(self, term: str, bound: int) -> Postings:
         rows = self.store._query(
-            "SELECT ordinal, tf, length, captured_at FROM postings "
-            "WHERE user_scope = ? AND term = ? AND ordinal >= ? AND ordinal < ? "
-            "ORDER BY ordinal", (self.store.user_scope, term, cached_bound, bound))
-        fresh = _to_postings(rows)
-        if cached is not None:
-            fresh = Postings(*(np.concatenate((old, new))
-                               for old, new in zip(_arrays(cached), _arrays(fresh), strict=True)))
-        self._postings[term] = (bound, fresh)
-        return fresh
+            "SELECT segment, size, data FROM postings WHERE user_scope = ? AND term = ? "
+            "ORDER BY segment", (self.store.user_scope, term))
+        if not rows:
+            return Postings.empty()
+        try:
+            decoded = [unpack_postings(*row) for row in rows]
+        except ValueError as exc:
+            raise self._corrupt(f"the postings of term {term!r} are damaged ({exc})") from None
+        positions = np.concatenate([p for p, _ in decoded]) if len(decoded) > 1 \
+            else decoded[0][0]
+        counts = np.concatenate([c for _, c in decoded]) if len(decoded) > 1 \
+            else decoded[0][1]
+        cut = int(np.searchsorted(positions, bound))  # a snapshot: only records it counts
+        if cut and (positions[cut - 1] >= self._lengths.size or (
+                len(decoded) > 1 and not (np.diff(positions[:cut]) > 0).all())):
+            raise self._corrupt(f"the postings of term {term!r} are out of order")
+        positions, counts = positions[:cut], counts[:cut]
+        return Postings(positions, counts, self._lengths[positions], self._captured[positions])
+
+    def _remember(self, term: str, entry) -> None:
+        old = self._postings.pop(term, None)
+        if old is not None:
+            self._cached -= len(old[2])
+        self._postings[term] = entry
+        self._cached += len(entry[2])
+        while self._cached > POSTINGS_CACHE and len(self._postings) > 1:
+            dropped = self._postings.pop(next(iter(self._postings)))
+            self._cached -= len(dropped[2])
+
+    def term_postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, counts) of ``term``: the kept arrays, not copies."""
+        found = self.postings(term)
+        return found.positions, found.counts
+
+    def record_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every record's (length, captured time), by ordinal (read at refresh)."""
+        return self._lengths, self._captured
 
     def document_frequency(self, term: str) -> int:
         """How many searched records contain ``term``."""
@@ -583,18 +844,61 @@ class SqliteTermIndex:
         position = int(position)
         record = self.store.record_at(position)
         if record.kind is MemoryKind.CONVERSATION and position not in self._verified:
-            self.store._verify_postings(position, record)
+            self._verify(position, record)
             self._verified.add(position)
         return record
 
+    def _verify(self, ordinal: int, record: StoredMemory) -> None:
+        """Refuse a conversation record that is not the one its postings were built from.
 
-def _arrays(postings: Postings) -> tuple[np.ndarray, ...]:
-    return postings.positions, postings.counts, postings.lengths, postings.captured_at
-
-
-def _to_postings(rows: list[tuple[Any, ...]]) -> Postings:
-    if not rows:
-        return Postings.empty()
-    ordinals, counts, lengths, captured = zip(*rows, strict=True)
-    return Postings(np.array(ordinals, dtype=np.int64), np.array(counts, dtype=np.int64),
-                    np.array(lengths, dtype=np.int64), np.array(captured, dtype=np.float64))
+        The postings and the record columns are written in the record's own transaction
+        and never change; recall finds a record through them. Checked without decoding
+        any postings list that is not already decoded: the record's terms must give the
+        digest, length and captured time its columns hold (an edited body fails this);
+        every term must have postings rows from its ordinal's write or earlier (a deleted
+        term fails this, by key alone); and every term whose postings this index holds
+        decoded — the query's — must be posted at ``ordinal`` with the record's count (an
+        edited count fails this). (A posting edited inside the blob of a term the query
+        does not use is seen only when a query uses it.)
+        """
+        counts = record_terms(record)
+        length = sum(counts.values())
+        captured = record.source.captured_at.timestamp()
+        columns = (int(self._lengths[ordinal]), float(self._captured[ordinal]),
+                   int(self._digests[ordinal]))
+        given = (length, captured, terms_digest(counts))
+        detail = None
+        if columns != given:
+            detail = (f"the record gives (length, captured_at, terms digest) {given}, its "
+                      f"columns {columns}")
+        terms = sorted(counts)
+        for start in range(0, len(terms), 500):  # well below SQLite's parameter limit
+            if detail is not None:
+                break
+            chunk = terms[start:start + 500]
+            rows = dict(self.store._query(
+                "SELECT term, MIN(segment) FROM postings WHERE user_scope = ? AND term IN "
+                f"({', '.join('?' * len(chunk))}) GROUP BY term",
+                (self.store.user_scope, *chunk)))
+            missing = next((t for t in chunk if rows.get(t, ordinal + 1) > ordinal), None)
+            if missing is not None:
+                detail = f"term {missing!r} of the record has no posting"
+        bound = self._stats.records
+        for term in terms:
+            held = self._postings.get(term)
+            if detail is not None or held is None or held[0] != bound:
+                continue  # not decoded (or for an older snapshot): not read for this check
+            postings = held[2]
+            at = int(np.searchsorted(postings.positions, ordinal))
+            if at == len(postings) or postings.positions[at] != ordinal:
+                detail = f"term {term!r} of the record has no posting"
+            elif postings.counts[at] != counts[term]:
+                detail = (f"term {term!r}: the record counts it {counts[term]} times, its "
+                          f"posting {int(postings.counts[at])}")
+        if detail is not None:
+            raise RemoteMemoryCorruptionError(
+                self.store.path.name, None,
+                f"row {ordinal} of user scope {self.store.user_scope} (memory_id "
+                f"{record.memory_id!r}): its postings do not match the record ({detail}) — "
+                "the record or its postings were edited after they were stored",
+            )

@@ -59,6 +59,7 @@ __all__ = [
     "record_from_object",
     "duplicate_message",
     "stamp_now",
+    "decode_stored_line",
 ]
 
 MAX_CONTENT_CHARS = 20_000
@@ -298,6 +299,24 @@ def record_from_object(obj: Any) -> StoredMemory:
         raise ValueError(f"not a stored memory ({problem})") from None
 
 
+def decode_stored_line(name: str, user_scope: str, line: int, obj: dict[str, Any]
+                       ) -> StoredMemory:
+    """One parsed line of ``name`` as a record of ``user_scope``, or the store's error
+    (another scope's record, or not a stored memory). Duplicates are the caller's check."""
+    scope = obj.get("user_scope")
+    if not isinstance(scope, str):
+        raise RemoteMemoryCorruptionError(name, line, "not a stored memory (no user_scope)")
+    if scope != user_scope:
+        raise RemoteMemoryScopeError(
+            f"{name} line {line}: record belongs to user scope {scope!r}, not "
+            f"{user_scope!r}; each user needs their own records file"
+        )
+    try:
+        return record_from_object(obj)
+    except ValueError as exc:
+        raise RemoteMemoryCorruptionError(name, line, str(exc)) from None
+
+
 class RemoteMemoryStore:
     """Append-only, user-scoped record store backed by one JSONL file (``path``).
 
@@ -336,6 +355,11 @@ class RemoteMemoryStore:
         """Bytes this instance has read from disk so far (to show appends don't re-read)."""
         return self._log.bytes_read
 
+    @property
+    def read_cursor(self) -> tuple[int, int]:
+        """(bytes, lines) of the complete lines this instance has decoded so far."""
+        return self._log.offset, self._log.line_count
+
     def __repr__(self) -> str:
         return f"RemoteMemoryStore({self.path.name!r}, user_scope={self.user_scope!r})"
 
@@ -343,18 +367,7 @@ class RemoteMemoryStore:
 
     def _decode(self, line: int, obj: dict[str, Any]) -> StoredMemory:
         name = self.path.name
-        scope = obj.get("user_scope")
-        if not isinstance(scope, str):
-            raise RemoteMemoryCorruptionError(name, line, "not a stored memory (no user_scope)")
-        if scope != self.user_scope:
-            raise RemoteMemoryScopeError(
-                f"{name} line {line}: record belongs to user scope {scope!r}, not "
-                f"{self.user_scope!r}; each user needs their own records file"
-            )
-        try:
-            record = record_from_object(obj)
-        except ValueError as exc:
-            raise RemoteMemoryCorruptionError(name, line, str(exc)) from None
+        record = decode_stored_line(name, self.user_scope, line, obj)
         if record.memory_id in self._by_id or record.memory_id in self._batch_ids:
             raise RemoteMemoryCorruptionError(
                 name, line, f"memory_id {record.memory_id!r} is stored twice"
@@ -395,6 +408,21 @@ class RemoteMemoryStore:
     def __len__(self) -> int:
         self._catch_up()
         return len(self._records)
+
+    def is_empty(self) -> bool:
+        """Whether the file holds no complete record, known from its size and first line
+        alone: nothing is decoded (what a fast start asks before anything else)."""
+        if self._records:
+            return False
+        try:
+            with open(self.path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                while handle.tell() < size:  # a torn first line is not a record
+                    if b"\n" in handle.read(1 << 16):
+                        return False
+        except FileNotFoundError:
+            return True
+        return True
 
     # -- writing -----------------------------------------------------------------
 

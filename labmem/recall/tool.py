@@ -15,8 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labmem.core.clock import Clock, FixedClock
+from labmem.core.errors import validated_as
 from labmem.core.provenance import MemorySource, scope_digest
-from labmem.recall.pipeline import RecallEngine, render_recalled_context, render_remote_profile
+from labmem.core.validation import require_int
+from labmem.recall.pipeline import (
+    MAX_LIMIT,
+    MIN_LIMIT,
+    RecallEngine,
+    RecallQueryError,
+    render_recalled_context,
+    render_remote_profile,
+)
 from labmem.recall.store import (
     MemoryKind,
     RemoteMemoryDuplicateError,
@@ -136,13 +145,20 @@ def default_runtime(*, home: str | Path | None = None, user_id: str | None = Non
             f"({exc.strerror or type(exc).__name__}: {exc.filename}); point it at a "
             "directory labmem may write (it is created if missing)") from None
     store = RemoteMemoryStore(path, user_id=user_id, clock=clock)
-    if len(store) == 0:
+    if store.is_empty():  # by its size: nothing is decoded
         add_teaching_records(store)
     return RemoteRuntime(home, store, RecallEngine(store, scorer=DEFAULT_SCORER))
 
 
 def recall_history(query: str, limit: int = 5) -> str:
-    """The agent tool: recall from the default store and return the JSON result."""
+    """The agent tool: recall from the default store and return the JSON result.
+
+    ``limit`` is checked first, by the library's own rule (an int from ``MIN_LIMIT`` to
+    ``MAX_LIMIT``; ``2.7``, ``"3"`` and ``True`` are refused with
+    :class:`RecallQueryError`), so a bad one never opens the store.
+    """
+    validated_as(RecallQueryError, require_int, limit, "limit", minimum=MIN_LIMIT,
+                 maximum=MAX_LIMIT)
     return default_runtime().engine.recall(query, limit=limit).to_json()
 
 

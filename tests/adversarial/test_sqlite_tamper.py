@@ -113,14 +113,31 @@ def test_an_edited_body_under_a_chosen_id_is_caught_by_its_postings(path, scorer
         RecallEngine(open_store(path), scorer=scorer).recall("deploy releases")
 
 
-@pytest.mark.parametrize("sql", [
-    "UPDATE postings SET tf = tf + 1 WHERE term = 'deploy'",
-    "UPDATE postings SET length = length + 1 WHERE term = 'deploy'",
-    "DELETE FROM postings WHERE term = 'green'",
+def add_one_to_the_last_byte(blob):
+    """The postings row of a term in one record ends with its count; the record columns'
+    lengths blob holds one uint32 per record (the deploy note is record 1)."""
+    return blob[:-1] + bytes([blob[-1] + 1])
+
+
+def add_one_to_length_1(blob):
+    return blob[:4] + (int.from_bytes(blob[4:8], "little") + 1).to_bytes(4, "little") + blob[8:]
+
+
+@pytest.mark.parametrize("edit", [
+    ("UPDATE postings SET data = ? WHERE term = 'deploy'",
+     "SELECT data FROM postings WHERE term = 'deploy'", add_one_to_the_last_byte),  # tf + 1
+    ("UPDATE record_columns SET lengths = ? WHERE segment = 0",
+     "SELECT lengths FROM record_columns WHERE segment = 0", add_one_to_length_1),  # its length + 1
+    ("DELETE FROM postings WHERE term = 'green'", None, None),
 ])
-def test_edited_postings_are_caught_too(path, sql):
+def test_edited_postings_are_caught_too(path, edit):
+    update, select, change = edit
     with sqlite3.connect(path) as db:
-        db.execute(sql)
+        if select is None:
+            db.execute(update)
+        else:
+            (blob,) = db.execute(select).fetchone()
+            db.execute(update, (change(blob),))
     with pytest.raises(RemoteMemoryCorruptionError, match="postings do not match"):
         RecallEngine(open_store(path), scorer="bm25").recall("deploy")
 

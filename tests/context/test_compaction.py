@@ -166,7 +166,7 @@ def test_failed_summary_leaves_the_previous_layer_view(summarizer):
     out = compact_context(messages, STATE, summarizer=summarizer, policy=policy)
     pruned_only = compact_context(messages, STATE, summarizer=echo, policy=CompactionPolicy(
         token_threshold=100, hard_limit=10_000, keep_recent_turns=6,
-        summary_keep_recent_turns=50, file_read_tools=()))
+        summary_keep_recent_turns=50, summary_keep_recent_tool_rounds=50, file_read_tools=()))
     assert "conversation_summary" not in out.applied_layers
     assert out.messages == pruned_only.messages
 

@@ -10,7 +10,7 @@ from labmem.exercises.build import MAX_EXAMPLES, BuildExercise
 
 EXERCISES = build_exercises()
 CHAPTERS = {"s09", "s10", "s11", "s12", "s12b", "s13", "s14 compaction", "s14 MMU",
-            "walkthrough", "case study"}
+            "walkthrough", "case study", "s15"}
 
 
 def test_every_chapter_has_a_build_exercise():

@@ -130,3 +130,14 @@ def test_the_outline_of_a_counterexample():
     assert ex.describe_pairs((messages, frozenset({2}))) == (
         "messages 0: user 'start' | 1: assistant [tool_use t1] | "
         "2: user [tool_result t1, text]; keep=[2]")
+
+
+def test_cleared_tool_results_in_one_long_task():
+    from labmem.exercises import s14_compaction as ex
+
+    assert ex.cleared_results() == ex.EXERCISE_5_ROUNDS - 5 == 7
+    assert ex.check_cleared(7)
+    assert not ex.check_cleared(None)
+    zero = ex.check_cleared(0)
+    assert not zero and "tool rounds" in zero.message
+    assert not ex.check_cleared(12) and not ex.check_cleared(5) and not ex.check_cleared(True)

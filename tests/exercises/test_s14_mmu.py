@@ -9,7 +9,8 @@ BUILD = s14_mmu.BUILD[0]
 
 
 @pytest.mark.parametrize("check", [s14_mmu.check_factor_score, s14_mmu.check_recency,
-                                   s14_mmu.check_budget_fits, s14_mmu.check_needs_l2])
+                                   s14_mmu.check_budget_fits, s14_mmu.check_needs_l2,
+                                   s14_mmu.check_current_claim])
 def test_unanswered_is_not_correct(check):
     feedback = check(None)
     assert not feedback and "not answered" in feedback.message
@@ -123,3 +124,15 @@ def test_a_stub_is_not_written_yet():
 
     feedback = BUILD.check(choose_victims)
     assert not feedback and "not written yet" in feedback.message
+
+
+def test_current_claim_follows_the_source_rank():
+    right = {"a": "superseded", "b": "conflicted", "c": "provisional", "d": "conflicted"}
+    assert s14_mmu.exercise_6_statuses() == right
+    assert s14_mmu.check_current_claim(right)
+    newest_wins = s14_mmu.check_current_claim(right | {"c": "superseded", "d": "provisional"})
+    assert not newest_wins and "'c'" in newest_wins.message
+    assert not s14_mmu.check_current_claim(right | {"b": "contradicted"})
+    assert not s14_mmu.check_current_claim(right | {"b": "pending"})
+    assert not s14_mmu.check_current_claim({"a": "superseded"})
+    assert not s14_mmu.check_current_claim("c")

@@ -218,7 +218,8 @@ def test_trace_explains_the_recall_without_record_text(tmp_path):
     assert doc["query_hash"].startswith("q-") and doc["budget_limit"] == 10_000
     first = doc["candidates"][0]
     assert set(first) == {"record_id", "relevance", "importance", "confidence", "utility",
-                          "recency", "salience", "scope", "score", "level"}
+                          "recency", "salience", "scope", "score", "level", "version",
+                          "content_hash"}
     assert doc["budget_used"] == mmu.token_used
 
 

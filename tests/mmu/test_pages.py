@@ -16,6 +16,8 @@ from labmem.mmu.pages import (
 )
 
 LONG = ("记忆与上下文分开管理。" * 40) + " The port is 18300, not 18000. " + "end " * 50
+#: long too, but nothing decisive past the excerpt: the MMU may keep it at L1
+PLAIN_LONG = ("记忆与上下文分开管理。" * 40) + " the port notes end here " + "end " * 50
 
 
 def service(root):
@@ -71,7 +73,7 @@ def test_each_residency_loads_one_level_and_is_charged_its_tokens(tmp_path):
     assert charge(short, Residency.WARM) == tokens_of(derive_l1(short))
     assert charge(short, Residency.HOT) == tokens_of(derive_l2(short))
     assert charge(short, Residency.WARM) > charge(short, Residency.HOT)  # short: L1 costs more
-    long = remember(svc, key="long")
+    long = remember(svc, PLAIN_LONG, key="long")
     assert charge(long, Residency.HOT) > charge(long, Residency.WARM)
     mmu = ContextMMU(svc, token_budget=10_000, l2_top_k=1, warm_top_k=2)
     mmu.recall("test port 18300", scope="alice")

@@ -112,14 +112,15 @@ def test_recall_never_raises_confidence(tmp_path):
     assert svc.recall_key(record.record_id, scope="alice").confidence == record.confidence
 
 
-def test_disagreeing_newer_record_contradicts_the_old(tmp_path):
+def test_disagreeing_newer_record_supersedes_the_old(tmp_path):
     svc = service(tmp_path)
     old = remember(svc, "The test port is 18000.")
     new = remember(svc, "The test port is 18300.", evidence=("ev-2",))
     assert new.record_id != old.record_id and new.status == "provisional"
-    assert svc.recall_key(old.record_id, scope="alice").status == "contradicted"
-    top = svc.recall_query("test port", 1, scope="alice")[0].record
-    assert top.record_id in (old.record_id, new.record_id)
+    stale = svc.recall_key(old.record_id, scope="alice")
+    assert (stale.status, stale.superseded_by) == ("superseded", new.record_id)
+    assert [h.record.record_id for h in svc.recall_query("test port", 5, scope="alice")] == [
+        new.record_id]
 
 
 def test_forget_archives_and_hides_from_every_recall_path(tmp_path):

@@ -138,6 +138,7 @@ def test_neighbours_follow_the_reading_order():
     assert neighbours(START_PAGE) == (None, "s09_transcript.ipynb")
     assert neighbours("s12_remote_recall.ipynb") == ("s11_user_memory.ipynb",
                                                      "s12b_choosing_a_ranker.ipynb")
-    assert neighbours("case_story_memory.ipynb")[1] is None
+    assert neighbours("case_story_memory.ipynb")[1] == "s15_connecting_memory_to_an_agent.ipynb"
+    assert neighbours("s15_connecting_memory_to_an_agent.ipynb")[1] is None
     with pytest.raises(ValueError, match="not in the series"):
         neighbours("s01_intro.ipynb")

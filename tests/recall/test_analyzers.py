@@ -26,7 +26,9 @@ from labmem.recall import (
     resolve_analyzer,
 )
 from labmem.recall.analyzers import default_stop_words_path, load_stop_words
+from labmem.recall.sqlite_store import SCHEMA_VERSION
 from labmem.recall.store import MemoryKind
+from tests.recall.legacy_sqlite import write_legacy
 
 UTC = timezone.utc
 NOW = datetime(2026, 8, 1, 12, tzinfo=UTC)
@@ -210,15 +212,15 @@ def test_a_version_1_database_gets_its_vocabulary_on_open(tmp_path):
     add(store, "b", "beta gamma")
     expected = store.term_index().vocabulary()
     store.close()
-    with sqlite3.connect(tmp_path / "records.sqlite") as db:  # what version 1 looked like
-        db.execute("DROP TABLE vocabulary")
-        db.execute("PRAGMA user_version = 1")
+    current = tmp_path / "records.sqlite"
+    current.rename(tmp_path / "current.sqlite")
+    write_legacy(tmp_path / "current.sqlite", current, 1)  # what version 1 looked like
     reopened = make_store(tmp_path, "sqlite")
     index = reopened.term_index()
     index.refresh()
     assert index.vocabulary() == expected
-    with sqlite3.connect(tmp_path / "records.sqlite") as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+    with sqlite3.connect(current) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     add(reopened, "c", "delta")
     index.refresh()
     assert index.vocabulary(2) == ("delta",)

@@ -386,10 +386,15 @@ def _stored_bytes(directory, backend):
         return (directory / "records.jsonl").read_bytes()
     import sqlite3
 
+    from labmem.core.provenance import scope_digest
+    from tests.recall.legacy_sqlite import read_packed
+
     with sqlite3.connect(directory / "records.sqlite") as db:
         rows = db.execute("SELECT ordinal, record FROM memories ORDER BY ordinal").fetchall()
-        rows += db.execute("SELECT ordinal, term, tf FROM postings ORDER BY ordinal, term")\
-            .fetchall()
+        postings, columns = read_packed(db, scope_digest("alice"))
+    rows += sorted((ordinal, term, tf) for term, posted in postings.items()
+                   for ordinal, tf in posted)
+    rows += [(ordinal, *column) for ordinal, column in enumerate(columns)]
     return [row for row in rows if row[0] == 0]
 
 

@@ -7,6 +7,7 @@ rule under real concurrent processes (with a control showing the race is real).
 """
 
 import json
+import math
 import queue
 import re
 import signal
@@ -28,10 +29,12 @@ from labmem.recall.store import (
     MemoryKind,
     RemoteMemoryCorruptionError,
     RemoteMemoryDuplicateError,
+    RemoteMemoryStore,
     RemoteMemoryValidationError,
 )
 from tests.procs import run_processes, running
 from tests.recall import sqlite_workers
+from tests.recall.legacy_sqlite import write_legacy
 
 SOURCE = MemorySource("transcript-42", "conversation_transcript", "Persistence decision",
                       "2026-08-01T12:00:00Z")
@@ -212,31 +215,63 @@ def test_every_select_is_scoped():
     selects = re.findall(r'"SELECT .*?(?:\)\)|\),)', source, flags=re.S)
     assert len(selects) == source.count('"SELECT ') >= 6  # every SELECT was found
     for select in selects:
-        if "FROM postings GROUP BY user_scope, term" in select:
-            continue  # the one exception: the version 1 → 2 upgrade covers every scope at once
+        if ("FROM postings GROUP BY user_scope, term" in select
+                or select.startswith('"SELECT user_scope FROM scope_stats"')
+                or "FROM vocabulary_v2" in select):
+            continue  # the exceptions: the upgrades (versions 1 → 2 → 3) cover every scope
         assert "WHERE user_scope = ?" in select, select
 
 
 # -- the recall index ------------------------------------------------------------------
 
 
+def decode_row(segment, size, data):
+    """An independent reader of the packed format (a header byte, gaps, counts)."""
+    gap_width, count_width = 1 << (data[0] >> 4), 1 << (data[0] & 15)
+    assert len(data) == 1 + size * (gap_width + count_width)
+    gaps = np.frombuffer(data, f"<u{gap_width}", size, 1)
+    counts = np.frombuffer(data, f"<u{count_width}", size, 1 + size * gap_width)
+    return (segment + np.cumsum(gaps)).tolist(), counts.tolist()
+
+
+def packed_postings(path, user="alice"):
+    """term -> {ordinal: tf}, and per ordinal (length, captured), read with plain SQL."""
+    scope = scope_digest(user)
+    postings: dict[str, dict[int, int]] = {}
+    with raw(path) as db:
+        for term, segment, size, data in db.execute(
+                "SELECT term, segment, size, data FROM postings WHERE user_scope = ? "
+                "ORDER BY term, segment", (scope,)):
+            ordinals, counts = decode_row(segment, size, data)
+            assert ordinals == sorted(ordinals) and ordinals[0] >= segment
+            postings.setdefault(term, {}).update(zip(ordinals, counts, strict=True))
+        columns = []
+        for segment, _size, lengths, captured in db.execute(
+                "SELECT segment, size, lengths, captured_at FROM record_columns "
+                "WHERE user_scope = ? ORDER BY segment", (scope,)):
+            assert segment == len(columns)
+            columns += zip(np.frombuffer(lengths, "<u4").tolist(),
+                           np.frombuffer(captured, "<f8").tolist(), strict=True)
+    return postings, columns
+
+
 def test_postings_rows_match_record_terms(make_store, path):
     records = seed(make_store())
+    postings, columns = packed_postings(path)
     with raw(path) as db:
-        rows = db.execute("SELECT ordinal, term, tf, length, captured_at FROM postings "
-                          "WHERE user_scope = ?", (scope_digest("alice"),)).fetchall()
         stats = db.execute("SELECT records, conversation_records, total_length "
                            "FROM scope_stats").fetchall()
-    by_ordinal = {}
-    for ordinal, term, tf, length, captured in rows:
-        by_ordinal.setdefault(ordinal, []).append((term, tf, length, captured))
     conversations = [(i, r) for i, r in enumerate(records) if r.kind is MemoryKind.CONVERSATION]
+    by_ordinal: dict[int, dict[str, int]] = {}
+    for term, posted in postings.items():
+        for ordinal, tf in posted.items():
+            by_ordinal.setdefault(ordinal, {})[term] = tf
     assert sorted(by_ordinal) == [i for i, _ in conversations]  # profile 1 has no postings
     for ordinal, record in conversations:
         terms = record_terms(record)
-        assert {t: tf for t, tf, _, _ in by_ordinal[ordinal]} == dict(terms)
-        assert {(length, captured) for _, _, length, captured in by_ordinal[ordinal]} == {
-            (sum(terms.values()), record.source.captured_at.timestamp())}
+        assert by_ordinal[ordinal] == dict(terms)
+        assert columns[ordinal] == (sum(terms.values()), record.source.captured_at.timestamp())
+    assert columns[1] == (0, records[1].source.captured_at.timestamp())  # the profile
     total = sum(sum(record_terms(r).values()) for _, r in conversations)
     assert stats == [(5, 4, total)]
 
@@ -245,9 +280,81 @@ def test_postings_table_is_indexed_by_scope_and_term(make_store, path):
     seed(make_store())
     with raw(path) as db:
         plan = " ".join(str(row) for row in db.execute(
-            "EXPLAIN QUERY PLAN SELECT ordinal FROM postings WHERE user_scope = ? AND term = ?",
+            "EXPLAIN QUERY PLAN SELECT data FROM postings WHERE user_scope = ? AND term = ?",
             ("x", "sqlite")))
     assert "SEARCH postings USING PRIMARY KEY (user_scope=? AND term=?)" in plan
+
+
+def test_a_term_has_at_most_log2_df_plus_one_rows(make_store, path):
+    """Writes add segments; merging the small newest ones keeps a term's rows few."""
+    store = make_store()
+    for i in range(37):
+        add(store, f"s-{i}", content=f"shared word number{i}")
+    store.append_many([draft(f"b-{i}", content="shared batch") for i in range(20)])
+    with raw(path) as db:
+        sizes = [size for (size,) in db.execute(
+            "SELECT size FROM postings WHERE term = 'shared' ORDER BY segment")]
+        column_rows = db.execute("SELECT COUNT(*) FROM record_columns").fetchone()[0]
+        once = db.execute("SELECT COUNT(*) FROM postings WHERE term = 'number5'").fetchone()[0]
+    assert sum(sizes) == 57 and len(sizes) <= math.log2(57) + 1
+    assert sizes == sorted(sizes, reverse=True)  # older rows are the larger ones
+    assert column_rows <= math.log2(57) + 1 and once == 1
+    check_index(make_store().term_index(), make_store().read_all())
+    postings, columns = packed_postings(path)
+    assert sorted(postings["shared"]) == list(range(57)) and len(columns) == 57
+
+
+def test_a_store_loaded_in_one_batch_has_one_row_per_term(make_store, path):
+    store = make_store()
+    store.append_many([draft(f"b-{i}", content=f"common word{i % 7} text") for i in range(300)])
+    with raw(path) as db:
+        rows = db.execute("SELECT term, COUNT(*) FROM postings GROUP BY term").fetchall()
+    assert {count for _, count in rows} == {1} and {"common", "word6"} <= dict(rows).keys()
+
+
+def test_the_packed_file_grows_like_the_jsonl_file(tmp_path):
+    """Each record costs the SQLite file at most 1.5 × what it costs the JSONL file
+    (records of 40 words from a 300-word vocabulary; growth from 1,000 to 3,000 records,
+    so that the fixed cost of a few empty tables and pages is not counted): postings
+    cost bytes per posting, not a row each."""
+    def load(size):
+        drafts = [{**draft(f"r-{i}", content=" ".join(f"w{(i * 7 + j * j) % 300}"
+                                                      for j in range(40))), "summary": "record"}
+                  for i in range(size)]
+        clock = SteppingClock("2026-08-02T00:00:00Z")
+        RemoteMemoryStore(tmp_path / f"{size}.jsonl", user_id="alice",
+                          clock=clock).append_many(drafts)
+        with SqliteMemoryStore(tmp_path / f"{size}.db", user_id="alice", clock=clock) as store:
+            store.append_many(drafts)
+        return (sum(p.stat().st_size for p in tmp_path.glob(f"{size}.db*")),
+                (tmp_path / f"{size}.jsonl").stat().st_size)
+
+    (small_db, small_jsonl), (large_db, large_jsonl) = load(1000), load(3000)
+    assert large_db - small_db <= 1.5 * (large_jsonl - small_jsonl)
+
+
+def test_a_damaged_postings_row_is_corruption(make_store, path):
+    seed(make_store())
+    with raw(path) as db:
+        db.execute("UPDATE postings SET data = X'11' WHERE term = 'sqlite'")
+    with pytest.raises(RemoteMemoryCorruptionError, match="postings of term 'sqlite'"):
+        make_store().term_index().postings("sqlite")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_file_is_repacked_on_open(make_store, path, tmp_path, version):
+    """A file written with one row per posting (versions 1 and 2) is upgraded in place."""
+    records = seed(make_store())
+    postings, columns = packed_postings(path)
+    old = tmp_path / "old.db"
+    write_legacy(path, old, version)
+    with SqliteMemoryStore(old, user_id="alice") as store:
+        check_index(store.term_index(), records)
+        assert store.term_index().vocabulary() == make_store().term_index().vocabulary()
+        assert store.latest_profile() == records[1]
+    assert packed_postings(old) == (postings, columns)
+    with raw(old) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (remote_sqlite.SCHEMA_VERSION,)
 
 
 def brute_force_postings(records, term):

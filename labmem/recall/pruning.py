@@ -1,0 +1,162 @@
+"""s12 recall at scale: skip the terms that cannot change the top of the ranking (MaxScore).
+
+Exhaustive scoring (:meth:`~labmem.recall.scorers.Scorer.estimate`) touches every posting
+of every query term. A word that is in nearly every record ("the", a speaker's name) has
+the longest postings and, under BM25, the smallest weight: it can reorder records that
+already match rarer words, but it can almost never lift a record that matches nothing
+else into the top ``k``.
+
+MaxScore makes that exact. Each query term gets an upper bound on what it can add to any
+record's score (:meth:`~labmem.recall.scorers.Scorer.term_bound`, from the term's largest
+count and shortest record). Terms are taken in order of falling bound; after each, the
+records found so far are scored in full — every query term looked up by binary search in
+its postings, not scanned — and their ``k``-th best score is a threshold θ. A record that
+holds *none* of the terms taken so far scores at most the scorer's
+:meth:`~labmem.recall.scorers.Scorer.total_bound` of the remaining terms' bounds; once that
+is below θ (less the shortlist's tolerance), no such record can reach the top ``k``, and
+the remaining postings are never scored.
+
+The estimates of the records it does score are computed by the same formula, term by term
+in the same order, as the exhaustive ones — bit for bit the same numbers — so the engine's
+shortlist, and the result, are identical to exhaustive scoring (a property test checks it
+for every scorer). A scorer without bounds, or a query where the bound never drops below
+θ, is scored exhaustively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from labmem.recall.index import Postings
+from labmem.recall.scorers import CorpusStats, Scorer, _Accumulated
+
+__all__ = ["PrunedEstimate", "prune_estimate", "term_extremes"]
+
+#: Bounds are computed in floating point like the scores; this relative slack keeps a
+#: bound that rounding made 1 ulp too small from pruning a record it should not.
+BOUND_SLACK = 1e-9
+
+#: Fewer postings than this left to skip: score them rather than try (a try scores what
+#: was found so far; on a short query that costs more than it saves).
+MIN_SKIPPED = 4096
+
+
+@dataclass(frozen=True)
+class PrunedEstimate:
+    """What pruning scored: candidates (ascending), their estimates, and the count of every
+    record that holds any query term (what exhaustive scoring would call its candidates)."""
+
+    positions: np.ndarray
+    estimates: np.ndarray
+    candidate_records: int
+    skipped_terms: tuple[str, ...]  # terms whose postings were only looked up, never scanned
+
+
+def term_extremes(positions: np.ndarray, counts: np.ndarray,
+                  lengths: np.ndarray) -> tuple[int, int]:
+    """(largest count, shortest record length) over one term's postings."""
+    return int(counts.max()), int(lengths[positions].min())
+
+
+def _lookup(positions: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(which candidates hold the term, where in ``positions``), by binary search."""
+    probe = candidates.astype(positions.dtype, copy=False)  # same dtype: no copy of postings
+    at = np.minimum(np.searchsorted(positions, probe), len(positions) - 1)
+    hit = positions[at] == probe
+    return hit, at[hit]
+
+
+def score_candidates(scorer: Scorer, query_terms: tuple[str, ...],
+                     lists: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                     candidates: np.ndarray, lengths: np.ndarray, captured: np.ndarray, *,
+                     as_of_seconds: float, stats: CorpusStats) -> np.ndarray:
+    """The estimates of ``candidates``, exactly as :meth:`Scorer.estimate` computes them."""
+    lexical = np.zeros(len(candidates))
+    matched = np.zeros(len(candidates), dtype=np.int64)
+    for term in query_terms:  # the order Scorer.estimate adds them in: the same sums
+        positions, counts = lists[term]
+        if not len(positions):
+            continue
+        hit, at = _lookup(positions, candidates)
+        held = candidates[hit]
+        part = Postings(held, counts[at], lengths[held], captured[held])
+        lexical[hit] += scorer.term_weights(term, part, stats)
+        matched[hit] += 1
+    acc = _Accumulated(candidates, lexical, matched, captured[candidates])
+    return scorer.combine(acc, query_terms, as_of_seconds, stats)
+
+
+def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
+                   lists: Mapping[str, tuple[np.ndarray, np.ndarray]], limit: int,
+                   lengths: np.ndarray, captured: np.ndarray, *, as_of_seconds: float,
+                   stats: CorpusStats, tolerance: float,
+                   extremes: Callable[[str], tuple[int, int]],
+                   min_skipped: int = MIN_SKIPPED) -> PrunedEstimate | None:
+    """MaxScore over ``lists`` (term → positions, counts); ``None`` when it cannot prune
+    (no bounds, or every term might matter) — then score exhaustively.
+
+    ``lengths`` and ``captured`` are every record's, by position; ``extremes(term)`` gives
+    the term's (largest count, shortest length), which the caller may keep between queries.
+    ``min_skipped`` only decides when trying is worth it; the result never depends on it.
+    """
+    present = [t for t in query_terms if len(lists[t][0])]
+    if len(present) < 2 or scorer.total_bound(0.0, 0, query_terms, stats) is None:
+        return None
+    bounds: dict[str, float] = {}
+    for term in present:
+        bound = scorer.term_bound(term, *extremes(term), stats)
+        if bound is None:
+            return None
+        bounds[term] = bound
+    order = sorted(present, key=lambda t: (-bounds[t], len(lists[t][0]), t))
+    found = np.zeros(0, dtype=np.int64)
+    for taken, term in enumerate(order[:-1], start=1):
+        found = _merge(found, lists[term][0])
+        rest = order[taken:]
+        # worth a try only if the rest is long, and much longer than what scoring `found`
+        # costs (short postings are cheaper scored than ruled out)
+        rest_postings = sum(len(lists[t][0]) for t in rest)
+        if len(found) < limit or rest_postings < max(min_skipped, 2 * len(found)):
+            continue
+        estimates = score_candidates(scorer, query_terms, lists, found, lengths, captured,
+                                     as_of_seconds=as_of_seconds, stats=stats)
+        theta = np.partition(estimates, len(estimates) - limit)[len(estimates) - limit]
+        ceiling = scorer.total_bound(sum(bounds[t] for t in rest), len(rest), query_terms,
+                                     stats)
+        if ceiling + BOUND_SLACK * (1.0 + abs(ceiling)) < theta - tolerance:
+            return PrunedEstimate(found, estimates, _union_size(lists, found, rest),
+                                  tuple(rest))
+    return None
+
+
+def _merge(found: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The ascending union of two ascending, distinct arrays, in O(n): a stable sort of
+    two sorted runs is a merge (numpy's timsort finds the runs)."""
+    if not len(found):
+        return positions.astype(np.int64)
+    joined = np.concatenate((found, positions.astype(np.int64, copy=False)))
+    joined.sort(kind="stable")
+    keep = np.empty(len(joined), dtype=bool)
+    keep[0] = True
+    np.not_equal(joined[1:], joined[:-1], out=keep[1:])
+    return joined[keep]
+
+
+def _union_size(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], found: np.ndarray,
+                rest: list[str]) -> int:
+    """How many records hold any query term: ``found`` (the records of the terms taken)
+    plus those of the skipped ``rest`` not among them. One skipped term: |found| + df −
+    |found ∩ it|, by binary search; more: a mark per record (no scores computed)."""
+    if len(rest) == 1:
+        positions = lists[rest[0]][0]
+        return len(found) + len(positions) - int(np.count_nonzero(_lookup(positions, found)[0]))
+    terms = list(rest)
+    size = max(int(found[-1]), *(int(lists[t][0][-1]) for t in terms)) + 1
+    marks = np.zeros(size, dtype=bool)
+    marks[found] = True
+    for term in terms:
+        marks[lists[term][0]] = True
+    return int(np.count_nonzero(marks))

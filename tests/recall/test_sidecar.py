@@ -1,0 +1,273 @@
+"""The JSONL index's sidecar: results byte-identical with and without it, and every way a
+sidecar can be wrong (missing, torn, damaged, another file or scope, older, newer, left by
+a crashed writer) detected and rebuilt — never trusted."""
+
+import os
+import shutil
+import signal
+import time
+
+import pytest
+
+from labmem.recall.index import InMemoryTermIndex
+from labmem.recall.pipeline import RecallEngine
+from labmem.recall.sidecar import sidecar_path
+from labmem.recall.store import RemoteMemoryCorruptionError, RemoteMemoryStore
+from tests.procs import _SPAWN, running
+from tests.recall.sidecar_workers import (
+    NOW,
+    drafts,
+    open_store,
+    play_role,
+    rewrite_sidecar_forever,
+)
+
+SCORERS = ["teaching", "bm25", "hybrid", "contextual"]
+QUERIES = ["dog shelter may", "记忆 sidecar", "Ana crash thread", "adopted 1 july 2026",
+           "absent words only"]
+PROFILE = {"kind": "profile", "content": "likes dogs", "summary": "",
+           "source": {"source_id": "p1", "source_type": "profile_snapshot", "title": "p",
+                      "captured_at": "2026-07-01T00:00:00Z"}}
+
+
+def engine(path, scorer="bm25", *, sidecar=True):
+    store = open_store(path)
+    e = RecallEngine(store, scorer=scorer)
+    e.index = InMemoryTermIndex(store, sidecar=sidecar, sidecar_min_records=0)
+    return e
+
+
+def answers(path, *, sidecar=True):
+    """Every scorer's JSON answer to every query, from a new engine (a cold open)."""
+    out = {}
+    for scorer in SCORERS:
+        e = engine(path, scorer, sidecar=sidecar)
+        out[scorer] = [e.recall(q, limit=4).to_json() for q in QUERIES]
+    return out, e.index.sidecar_status
+
+
+def status(path):
+    e = engine(path)
+    e.recall("dog", limit=1)
+    return e.index.sidecar_status
+
+
+@pytest.fixture
+def records(tmp_path):
+    path = tmp_path / "records.jsonl"
+    store = open_store(path)
+    store.append_many(drafts(0, 120))
+    store.append_many([PROFILE])
+    store.append_many(drafts(120, 40))
+    return path
+
+
+def test_results_are_byte_identical_with_and_without_the_sidecar(records):
+    plain, off = answers(records, sidecar=False)
+    assert off == "off" and not sidecar_path(records).exists()
+    built, first = answers(records)
+    assert first == "loaded" and sidecar_path(records).exists()  # the 1st scorer wrote it
+    loaded, again = answers(records)
+    assert again == "loaded"
+    assert plain == built == loaded
+
+
+def test_a_loaded_sidecar_decodes_only_the_hits(records):
+    status(records)  # writes it
+    e = engine(records, "contextual")
+    result = e.recall("dog shelter", limit=3)
+    assert e.index.sidecar_status == "loaded"
+    assert e.store.bytes_read == 0  # the store itself never decoded the file
+    assert len(e.index._records) <= 3 + 6  # the hits (and nothing near the whole store)
+    assert result.searched_records == 160
+
+
+def test_records_appended_after_the_sidecar_extend_it(records):
+    status(records)
+    open_store(records).append_many(drafts(500, 30, "late"))
+    e = engine(records)
+    e.index.sidecar_min_records = 10_000  # keep the tail in memory only
+    hits = e.recall("sidecar crash", limit=10)
+    assert e.index.sidecar_status == "loaded" and e.index.records == 191
+    assert hits.to_json() == engine(records, sidecar=False).recall("sidecar crash",
+                                                                  limit=10).to_json()
+    assert answers(records)[0] == answers(records, sidecar=False)[0]
+
+
+def test_a_long_tail_is_persisted(records):
+    status(records)
+    before = os.stat(sidecar_path(records)).st_ino
+    open_store(records).append_many(drafts(500, 200, "late"))
+    e = engine(records)
+    e.recall("dog", limit=1)  # 200 new records ≥ the threshold: written again
+    assert os.stat(sidecar_path(records)).st_ino != before
+    covered = engine(records)
+    covered.recall("dog", limit=1)
+    assert covered.index._log.offset == os.path.getsize(records)
+    assert answers(records)[0] == answers(records, sidecar=False)[0]
+
+
+@pytest.mark.parametrize("cut", [0, 5, 20, 200, -1])
+def test_a_torn_sidecar_is_rebuilt(records, cut):
+    status(records)
+    side = sidecar_path(records)
+    data = side.read_bytes()
+    side.write_bytes(data[:cut] if cut >= 0 else data[:-1])
+    reason = status(records)
+    assert reason.startswith("rebuilt: ") and ("torn" in reason or "magic" in reason)
+    assert status(records) == "loaded"  # the rebuild wrote a good one
+    assert answers(records)[0] == answers(records, sidecar=False)[0]
+
+
+def test_each_refusal_names_its_reason(records, tmp_path):
+    side = sidecar_path(records)
+    assert status(records) == "rebuilt: missing"
+    good = side.read_bytes()
+
+    side.write_bytes(good[:-7])
+    assert "torn" in status(records)
+
+    damaged = bytearray(good)
+    damaged[-3] ^= 0xFF  # a byte of the body
+    side.write_bytes(bytes(damaged))
+    assert "damaged" in status(records)
+
+    side.write_bytes(b"not an index at all")
+    assert "wrong magic" in status(records)
+
+    other = tmp_path / "other" / "records.jsonl"  # same content, another file
+    other.parent.mkdir()
+    shutil.copy(records, other)
+    shutil.copy(side, sidecar_path(other))
+    assert "another file" in status(other)
+    assert answers(other)[0] == answers(records, sidecar=False)[0]
+
+    bob = RemoteMemoryStore(records, user_id="bob")
+    from labmem.recall.sidecar import SidecarRefused, load_sidecar
+    with pytest.raises(SidecarRefused, match="another user scope"):
+        load_sidecar(records, user_scope=bob.user_scope)
+
+
+def test_a_sidecar_newer_than_its_records_is_rebuilt(records):
+    status(records)
+    size = os.path.getsize(records)
+    with open(records, "r+b") as handle:  # the same inode, cut back to fewer lines
+        data = handle.read()
+        handle.seek(0)
+        handle.truncate(data.rfind(b"\n", 0, size // 2) + 1)
+    assert "newer than the records" in status(records)
+    assert answers(records)[0] == answers(records, sidecar=False)[0]
+
+
+def test_records_changed_in_place_are_reread_in_full(records):
+    status(records)
+    data = bytearray(records.read_bytes())
+    at = data.index(b"sidecar")
+    data[at:at + 7] = b"SIDECAR"  # the same size, the same inode: only the checksum knows
+    with open(records, "r+b") as handle:
+        handle.write(data)
+    assert "changed (checksum)" in status(records)
+    assert answers(records)[0] == answers(records, sidecar=False)[0]
+
+
+def test_a_corrupt_complete_line_still_raises(records):
+    status(records)
+    data = bytearray(records.read_bytes())
+    data[data.index(b'"content"') + 1] = ord("{")  # break the JSON of line 1, same size
+    with open(records, "r+b") as handle:
+        handle.write(data)
+    with pytest.raises(RemoteMemoryCorruptionError, match="line 1"):
+        engine(records).recall("dog")
+
+
+def test_a_corrupt_line_appended_after_the_sidecar_raises(records):
+    status(records)
+    with open(records, "ab") as handle:
+        handle.write(b'{"not": "a record"}\n')
+    with pytest.raises(RemoteMemoryCorruptionError, match="line 162"):
+        engine(records).recall("dog")
+
+
+def test_a_duplicate_id_appended_after_the_sidecar_raises(records):
+    status(records)
+    line = records.read_bytes().split(b"\n")[0] + b"\n"
+    with open(records, "ab") as handle:  # line 1 again: its id is in the sidecar only
+        handle.write(line)
+    with pytest.raises(RemoteMemoryCorruptionError, match="stored twice"):
+        engine(records).recall("dog")
+
+
+def test_a_replaced_records_file_is_never_followed(records):
+    status(records)
+    copy = records.with_name("copy.jsonl")
+    shutil.copy(records, copy)
+    os.replace(copy, records)  # same bytes, new inode
+    assert "another file" in status(records)
+
+
+def test_a_temporary_file_left_by_a_crashed_writer_is_ignored_then_removed(records):
+    status(records)
+    side = sidecar_path(records)
+    stale = side.with_name(f".{side.name}.crashed.tmp")
+    stale.write_bytes(side.read_bytes()[:100])
+    assert status(records) == "loaded"
+    open_store(records).append_many(drafts(900, 200, "more"))
+    status(records)  # writes again: the stale temporary goes
+    assert not stale.exists()
+
+
+def test_kill_9_during_a_sidecar_write(records):
+    """A real child rewrites the sidecar in a loop; SIGKILL lands while a temporary file is
+    being written. The sidecar on disk is then the old one or the new one, never torn."""
+    open_store(records).append_many(drafts(1000, 3000, "big"))  # a write takes a while
+    expected = answers(records, sidecar=False)[0]
+    side = sidecar_path(records)
+    killed_mid_write = 0
+    for _ in range(5):
+        started = _SPAWN.Event()
+        child = _SPAWN.Process(target=rewrite_sidecar_forever, args=(str(records), started))
+        child.start()
+        assert started.wait(60)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not _temporaries(side):
+            time.sleep(0.001)
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+        assert child.exitcode == -signal.SIGKILL
+        killed_mid_write += bool(_temporaries(side))
+        assert status(records) == "loaded"  # the file that is there is whole
+        assert answers(records)[0] == expected
+    assert killed_mid_write  # at least one kill really landed mid-write
+
+
+def _temporaries(side):
+    return [n for n in os.listdir(side.parent) if n.startswith(f".{side.name}.")]
+
+
+def test_two_appenders_and_a_recaller(records):
+    def args(i, sync):
+        if i < 2:
+            return ("append", str(records), f"w{i}", 15, 20, sync.start)
+        return ("recall", str(records), sync.start, sync.results, 40)
+
+    with running(play_role, args, workers=3, timeout=120) as sync:
+        seen = sync.results.get(timeout=120)
+    counts = [n for n, _ in seen]
+    assert counts == sorted(counts)  # the recaller never saw the store go backwards
+    assert all(len(set(ids)) == len(ids) for _, ids in seen)
+    final = open_store(records)
+    assert len(final) == 160 + 1 + 2 * 15 * 20  # every append landed, none twice
+    assert answers(records)[0] == answers(records, sidecar=False)[0]
+
+
+def test_an_unwritable_directory_only_means_no_sidecar(records):
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    records.parent.chmod(0o500)
+    try:
+        e = engine(records)
+        e.recall("dog")
+        assert "not written" in e.index.sidecar_status
+    finally:
+        records.parent.chmod(0o700)
+    assert NOW.year == 2026
