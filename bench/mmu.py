@@ -13,6 +13,13 @@ synthetic canonical records (the service's own JSONL format, one write), opens a
 Both then run the identical promotion / eviction path, and the script checks that both
 select the same candidates for every query. Recalls alternate over a fixed query list.
 
+Open table (issue 17): how long opening a service and a Context MMU on that log takes, beside
+the floor — a bare ``json.loads`` of every line of the same file, in the same process,
+interleaved, best of ``--repeats`` — and beside the same records written without line
+checksums (an older log: every field validated again on replay). ``first_recall`` is the
+first recall after open; it carries the one tokenization of every text (the shared index
+is filled on the first query, not at open), so ``open + first recall`` is reported too.
+
 Second table: peak RSS vs token budget. One subprocess per budget (a fresh process, so
 its ``VmHWM`` from ``/proc/self/status`` is that setting's own peak) opens the same
 records, runs the same recalls and reports its peak RSS, the tokens loaded and the
@@ -25,14 +32,17 @@ Run it::
     python bench/mmu.py            # 1k, 10k, 100k pages; a few minutes on 2 cores
     python bench/mmu.py --quick    # seconds; what the smoke test runs
 
-Writes ``bench/results/mmu_recall.csv`` and ``bench/results/mmu_rss.csv``. Timings are
+Writes ``bench/results/mmu_open.csv``, ``mmu_recall.csv``, ``mmu_rss.csv`` and
+``mmu.md`` (the three tables, with the machine's load while it ran). Timings are
 ``time.perf_counter`` wall-clock for this machine: compare the ratios, not the µs.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
 import random
 import resource
 import subprocess
@@ -46,7 +56,14 @@ import pandas as pd
 
 from labmem.core.clock import FixedClock, format_timestamp
 from labmem.core.storage import encode_json_line
-from labmem.mmu import GLOBAL_SCOPE, ContextMMU, FileMemoryService, factor_score, rank_key
+from labmem.mmu import (
+    GLOBAL_SCOPE,
+    ContextMMU,
+    FileMemoryService,
+    encode_line,
+    factor_score,
+    rank_key,
+)
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results"
@@ -69,8 +86,12 @@ def vocabulary(rng: random.Random) -> list[str]:
     return sorted(words)
 
 
-def write_records(root: Path, pages: int, seed: int) -> list[str]:
-    """Write ``pages`` records in one go; return the benchmark's queries."""
+def write_records(root: Path, pages: int, seed: int, *, checksums: bool = True) -> list[str]:
+    """Write ``pages`` records in one go; return the benchmark's queries.
+
+    ``checksums=False`` writes the lines an older service wrote (plain JSON, no ``crc32``).
+    """
+    encode = encode_line if checksums else encode_json_line
     rng = random.Random(seed)
     words = vocabulary(rng)
     root.mkdir(parents=True, exist_ok=True)
@@ -78,7 +99,7 @@ def write_records(root: Path, pages: int, seed: int) -> list[str]:
     for i in range(pages):
         at = format_timestamp(T0 + timedelta(minutes=i % 40_000))
         text = " ".join(rng.choice(words) for _ in range(WORDS_PER_RECORD)) + "."
-        chunks.append(encode_json_line({
+        chunks.append(encode({
             "record_id": f"m-{i + 1:06d}", "memory_type": "semantic",
             "scope": SCOPE if i % 10 else GLOBAL_SCOPE, "title": f"note {i}", "text": text,
             "status": "provisional", "importance": round(rng.random(), 3),
@@ -95,10 +116,11 @@ class NaiveMMU(ContextMMU):
 
     def select_candidates(self, query_terms, allowed, scope, now):
         scored = []
+        matches = self.service.match_counts(query_terms)
         for record_id, page in self.pages.items():
             if page.scope not in allowed or not self.admit(page, now):
                 continue
-            factors = self.factors(page, query_terms, scope, now)
+            factors = self.factors(page, query_terms, matches.get(record_id, 0), scope, now)
             scored.append((rank_key(factor_score(factors, self.weights), record_id), factors))
         self.scored += len(scored)
         scored = self.one_claim_per_origin(scored)
@@ -111,10 +133,11 @@ class InsertionSortMMU(ContextMMU):
 
     def select_candidates(self, query_terms, allowed, scope, now):
         rows = []
+        matches = self.service.match_counts(query_terms)
         for record_id, page in self.pages.items():
             if page.scope not in allowed or not self.admit(page, now):
                 continue
-            factors = self.factors(page, query_terms, scope, now)
+            factors = self.factors(page, query_terms, matches.get(record_id, 0), scope, now)
             row = (rank_key(factor_score(factors, self.weights), record_id), factors)
             j = len(rows)
             rows.append(row)
@@ -144,7 +167,8 @@ def recall_table(sizes, recalls, budget, seed, workdir) -> pd.DataFrame:
         started = time.perf_counter()
         service = FileMemoryService(root, clock=FixedClock(NOW))
         ours = ContextMMU(service, token_budget=budget)
-        open_ms = (time.perf_counter() - started) * 1e3
+        service.match_counts(["warm"])  # fill the shared index here, not in the first recall
+        open_ms = (time.perf_counter() - started) * 1e3  # ready to recall: open + index
         naive = NaiveMMU(service, token_budget=budget)
         naive_recalls = max(3, recalls if pages <= 10_000 else recalls // 5)
         ours_us, ours_sel = time_recalls(ours, queries, recalls)
@@ -168,6 +192,77 @@ def recall_table(sizes, recalls, budget, seed, workdir) -> pd.DataFrame:
                      "token_used": ours.token_used, "budget": budget})
         service.close()
     return pd.DataFrame(rows)
+
+
+def bare_json_loads(path: Path) -> float:
+    """The floor: read the file and ``json.loads`` each line, nothing else (seconds)."""
+    started = time.perf_counter()
+    for line in path.read_bytes().split(b"\n")[:-1]:
+        json.loads(line)
+    return time.perf_counter() - started
+
+
+def open_once(root: Path, query: str) -> tuple[float, float]:
+    """Seconds to open a service + MMU on ``root``, and for the first recall after it."""
+    gc.collect()
+    started = time.perf_counter()
+    service = FileMemoryService(root, clock=FixedClock(NOW))
+    mmu = ContextMMU(service, token_budget=2_000)
+    opened = time.perf_counter()
+    mmu.recall(query, scope=SCOPE, now=NOW)
+    first = time.perf_counter() - opened
+    service.close()
+    return opened - started, first
+
+
+def open_table(sizes, repeats, seed, workdir) -> pd.DataFrame:
+    rows = []
+    for pages in sizes:
+        root, legacy = workdir / f"open-{pages}", workdir / f"legacy-{pages}"
+        query = write_records(root, pages, seed)[0]
+        write_records(legacy, pages, seed, checksums=False)
+        floors, opens, firsts = [], [], []
+        for _ in range(repeats):  # interleaved: both see the same load
+            floors.append(bare_json_loads(root / "records.jsonl"))
+            opened, first = open_once(root, query)
+            opens.append(opened)
+            firsts.append(first)
+        legacy_open, _ = open_once(legacy, query)
+        floor, opened, first = min(floors), min(opens), min(firsts)
+        rows.append({"pages": pages, "json_loads_ms": round(floor * 1e3, 1),
+                     "mmu_open_ms": round(opened * 1e3, 1),
+                     "open_ratio": round(opened / floor, 2),
+                     "first_recall_ms": round(first * 1e3, 1),
+                     "open_plus_first_ratio": round((opened + first) / floor, 2),
+                     "unchecksummed_open_ms": round(legacy_open * 1e3, 1),
+                     "checksum_speedup": round(legacy_open / opened, 1),
+                     "log_mib": round((root / "records.jsonl").stat().st_size / 2**20, 1)})
+    return pd.DataFrame(rows)
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def write_markdown(path: Path, tables: dict[str, pd.DataFrame], load: str) -> None:
+    parts = ["# Context MMU benchmark (`python bench/mmu.py`)", "",
+             f"Machine while it ran: {load} (shared; compare the ratios, not the ms).", ""]
+    opened = next(iter(tables.values()))
+    for row in opened.itertuples(index=False):
+        if row.pages == 100_000:
+            seconds = row.mmu_open_ms / 1e3
+            parts += ["Issue 17 target, MMU open at 100k pages ≤ 1 s and ≤ 3× json.loads: "
+                      f"{seconds:.2f} s ({'met' if seconds <= 1 else 'not met'}), "
+                      f"{row.open_ratio}× ({'met' if row.open_ratio <= 3 else 'not met'}); "
+                      f"open + first recall {row.open_plus_first_ratio}×.", ""]
+    for title, frame in tables.items():
+        head = "| " + " | ".join(frame.columns) + " |"
+        rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+        body = ["| " + " | ".join(str(v) for v in row) + " |"
+                for row in frame.itertuples(index=False)]
+        parts += [f"## {title}", "", head, rule, *body, ""]
+    path.write_text("\n".join(parts))
 
 
 def peak_rss_kib() -> int:
@@ -221,6 +316,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rss-pages", type=int, default=20_000)
     parser.add_argument("--budgets", default="0,1000,10000,100000")
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--repeats", type=int, default=3, help="open timings: best of N")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temp dir)")
     parser.add_argument("--csv-dir", type=Path, default=RESULTS)
@@ -231,22 +327,34 @@ def main(argv=None) -> int:
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     budgets = [int(b) for b in args.budgets.split(",")]
-    recalls, rss_pages = args.recalls, args.rss_pages
+    recalls, rss_pages, repeats = args.recalls, args.rss_pages, args.repeats
     if args.quick:
-        sizes, recalls, rss_pages, budgets = [300, 1000], 6, 1000, [0, 5000]
+        sizes, recalls, rss_pages, budgets, repeats = [300, 1000], 6, 1000, [0, 5000], 1
+    load_before = load_average()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         work = Path(tmp)
+        opened = open_table(sizes, repeats, args.seed, work)
         recall = recall_table(sizes, recalls, args.budget, args.seed, work)
         rss = rss_table(rss_pages, budgets, recalls, args.seed, work)
+    load = f"{load_before} at the start, {load_average()} at the end"
     with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print("Open: service + Context MMU vs a bare json.loads of every line (best of "
+              f"{repeats}; {load})")
+        print(opened.to_string(index=False))
+        print()
         print("Recall cost per call: labmem (term index + heap) vs naive (score + sort all)")
         print(recall.to_string(index=False))
         print()
         print("Peak RSS vs token budget (one subprocess per budget)")
         print(rss.to_string(index=False))
     args.csv_dir.mkdir(parents=True, exist_ok=True)
+    opened.to_csv(args.csv_dir / "mmu_open.csv", index=False)
     recall.to_csv(args.csv_dir / "mmu_recall.csv", index=False)
     rss.to_csv(args.csv_dir / "mmu_rss.csv", index=False)
+    write_markdown(args.csv_dir / "mmu.md", {
+        "Open: service + Context MMU vs a bare json.loads of the log": opened,
+        "Recall cost per call: labmem (term index + heap) vs naive (score + sort all)": recall,
+        "Peak RSS vs token budget (one subprocess per budget)": rss}, load)
     return 0
 
 

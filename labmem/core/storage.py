@@ -129,9 +129,13 @@ class JsonlLog(Generic[T]):
         corruption_error: type[CorruptionError] = CorruptionError,
         lock_factory: LockFactory = file_lock,
         start: tuple[int, int] = (0, 0),
+        encode: Callable[[dict[str, Any]], bytes] | None = None,
     ) -> None:
         self.path = Path(path)
         self._decode = decode
+        # ``encode``: one record to one ``\n``-terminated line (default encode_json_line);
+        # a layer may add to the line, e.g. a checksum its own ``_parse`` verifies
+        self._encode = encode or encode_json_line
         self._corruption_error = corruption_error
         self._lock = lock_factory(self.path)
         # ``start``: a cursor (offset, lines) a caller stored after an earlier read —
@@ -248,7 +252,7 @@ class JsonlLog(Generic[T]):
         the complete lines, so callers that need all-or-nothing across a crash must
         not rely on this alone.
         """
-        payload = b"".join(encode_json_line(record) for record in records)
+        payload = b"".join(self._encode(record) for record in records)
         if not payload:
             return self._lines
         self.path.parent.mkdir(parents=True, exist_ok=True)

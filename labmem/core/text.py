@@ -152,6 +152,9 @@ def term_frequencies(text: str) -> Counter[str]:
 
 def extract_terms(text: str) -> tuple[str, ...]:
     """Sorted unique search terms of ``text``; ``()`` when it has none."""
+    if text.isascii():  # on ASCII, NFKC changes nothing, casefold is lower(), and collapsing
+        # whitespace never joins or splits a word: the same terms, without counting them
+        return tuple(sorted(set(_ASCII_WORD.findall(text.lower()))))
     return tuple(sorted(term_frequencies(text)))
 
 

@@ -1,7 +1,9 @@
 """s14 (part 2): long-term memory answers "what to keep"; the Context MMU, "what to load now".
 
 * :mod:`labmem.mmu.records` — canonical records and the write gate.
-* :mod:`labmem.mmu.service` — the :class:`MemoryService` contract and its file backend.
+* :mod:`labmem.mmu.service` — the :class:`MemoryService` contract and its file backend;
+  :mod:`labmem.mmu.logline` its checksummed log line, :mod:`labmem.mmu.index` the one term
+  index it owns and the Context MMU searches.
 * :mod:`labmem.mmu.pages` — L0/L1/L2 representations, HOT/WARM/COLD residency, the cache.
 * :mod:`labmem.mmu.scoring` — the seven-factor score.
 * :mod:`labmem.mmu.mmu` — :class:`ContextMMU`: recall, promotion, eviction, the ledger;
@@ -37,6 +39,8 @@ from labmem.mmu.evaluation import (
     recall_at_k,
     remember_rows,
 )
+from labmem.mmu.index import TermIndex
+from labmem.mmu.logline import encode_line
 from labmem.mmu.mmu import (
     GLOBAL_SCOPE,
     REASON_NO_ROOM,
@@ -107,5 +111,5 @@ __all__ = [
     "Exclusion", "ReplayCheck", "ReplayRow", "StaleHit",
     "PARTS", "RequestLedger", "plan_request", "tool_tokens",
     "needs_full_text", "EvaluationReport", "LabeledQuery", "QueryScore", "evaluate",
-    "remember_rows",
+    "remember_rows", "TermIndex", "encode_line",
 ]

@@ -2,7 +2,7 @@
 
 One recall (:meth:`ContextMMU.recall`)::
 
-    query ─▶ candidates (term index ∩ caller's scopes)      ← scope filters, never just scores
+    query ─▶ candidates (service's index ∩ caller's scopes)  ← scope filters, never just scores
           ─▶ factor score each candidate, keep the best      ← heapq.nsmallest, not a full sort
           ─▶ COLD → WARM (derive L1) for the top warm_top_k   ← each promotion checks the budget
           ─▶ re-rank the survivors, WARM → HOT (L2) top l2_top_k
@@ -34,6 +34,7 @@ from labmem.core.errors import validated_as
 from labmem.core.text import extract_terms
 from labmem.core.validation import require_int, require_text
 from labmem.mmu.errors import LedgerError, MmuValidationError, RecordNotFoundError
+from labmem.mmu.index import paused_gc
 from labmem.mmu.pages import (
     Level,
     Page,
@@ -146,8 +147,9 @@ def _require_count(value: object, field: str, minimum: int) -> int:
 class ContextMMU:
     """Pages derived from a memory service's records, loaded within ``token_budget``.
 
-    ``service`` is any object with ``changed_since(cursor)`` and ``recall_key(id, scope=)``
-    (the default :class:`~labmem.mmu.service.FileMemoryService` has both).
+    ``service`` is any object with ``changed_since(cursor)``, ``recall_key(id, scope=)``
+    and ``match_counts(terms)`` (the default :class:`~labmem.mmu.service.FileMemoryService`
+    has all three): the MMU keeps no term index of its own, it searches the service's.
     ``min_residency`` is the anti-thrash option: a page loaded at recall *n* is not evicted
     to make room before recall *n + min_residency* (the budget itself still wins).
     """
@@ -188,7 +190,6 @@ class ContextMMU:
         self.evictions = 0
         self.rejections: Counter[str] = Counter()
         self.scored = 0  # instrumentation: pages scored so far (proves: only candidates)
-        self._index: dict[str, set[str]] = {}
         self._resident: set[str] = set()
         self._cursor = 0
         self._excluded: list[Exclusion] = []  # filled by admit() during one recall
@@ -202,13 +203,19 @@ class ContextMMU:
     def sync(self) -> None:
         """Apply records changed since the last sync: new pages, edits, forgets."""
         records, self._cursor = self.service.changed_since(self._cursor)
-        for record in records:
-            self._apply(record)
+        with paused_gc():  # one page per record, no cycles: nothing for the collector
+            if not self.pages:  # opening (or rebuilding): every visible record is a new page
+                pages = self.pages
+                for record in records:
+                    if record.visible:
+                        pages[record.record_id] = Page.from_record(record)
+                return
+            for record in records:
+                self._apply(record)
 
     def rebuild(self) -> None:
         """Drop every page and derived text, and page in again from the canonical records."""
         self.pages.clear()
-        self._index.clear()
         self._resident.clear()
         self.cache.clear()
         self.token_used = 0
@@ -226,8 +233,6 @@ class ContextMMU:
         if page is None:
             page = Page.from_record(record)
             self.pages[record.record_id] = page
-            for term in page.terms:
-                self._index.setdefault(term, set()).add(record.record_id)
         else:  # same text: refresh the factor inputs and the claim fields
             page.refresh(record)
         if page.residency is not Residency.COLD and page.status not in CURRENT_STATUSES:
@@ -235,8 +240,6 @@ class ContextMMU:
 
     def _drop(self, page: Page) -> None:
         self._release(page)
-        for term in page.terms:
-            self._index[term].discard(page.record_id)
         del self.pages[page.record_id]
 
     # -- the budget book ---------------------------------------------------------------
@@ -381,10 +384,12 @@ class ContextMMU:
         validated_as(MmuValidationError, require_text, scope, "scope")
         return frozenset((scope, *self.shared_scopes))
 
-    def factors(self, page: Page, query_terms: frozenset[str], scope: str,
+    def factors(self, page: Page, query_terms: frozenset[str], matched: int, scope: str,
                 now: datetime) -> Factors:
+        """``matched``: how many of ``query_terms`` the page's record holds (the service's
+        index counts them, :meth:`FileMemoryService.match_counts`)."""
         return Factors(
-            relevance=relevance(query_terms, page.terms), importance=page.importance,
+            relevance=relevance(query_terms, matched), importance=page.importance,
             confidence=page.confidence, utility=page.utility,
             recency=recency(now - page.last_access, self.half_life),
             salience=page.salience,
@@ -422,22 +427,23 @@ class ContextMMU:
                           scope: str, now: datetime) -> list[tuple[tuple[float, str], Factors]]:
         """The best ``candidate_limit`` current pages, best first, as ``(rank key, factors)``.
 
-        Only pages sharing a term with the query (found through the term index), inside
+        Only pages sharing a term with the query (found through the service's term index,
+        the one index both search: ``service.match_counts``), inside
         the caller's scopes and current (:meth:`admit`) are scored, one per origin;
         ``heapq.nsmallest`` keeps the best without sorting the rest. Cost: O(c log k) for
         c candidates, whatever the number of pages.
         """
-        candidate_ids: set[str] = set()
-        for term in query_terms:
-            candidate_ids |= self._index.get(term, set())
+        matches = self.service.match_counts(query_terms)
         scored = []
-        for record_id in candidate_ids:
-            page = self.pages[record_id]
+        for record_id, matched in matches.items():
+            page = self.pages.get(record_id)
+            if page is None:
+                continue  # written after this recall's sync: the next recall pages it in
             if page.scope not in allowed:
                 continue  # scope is a filter before ranking, not a factor only
             if not self.admit(page, now):
                 continue  # status is a filter too: stale claims are never candidates
-            factors = self.factors(page, query_terms, scope, now)
+            factors = self.factors(page, query_terms, matched, scope, now)
             score = factor_score(factors, self.weights)
             scored.append((rank_key(score, record_id), factors))
         self.scored += len(scored)

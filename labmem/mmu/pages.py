@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from types import MappingProxyType
@@ -95,8 +95,11 @@ def needs_full_text(record: MemoryRecord) -> bool:
 
 def derive_l0(record: MemoryRecord) -> str:
     """One line: type and title."""
-    return PAGE_FORMAT.text(cut_excerpt(f"[{record.memory_type}] {record.title}",
-                                        L0_MAX_CHARS), "title")
+    return _abstract(record.memory_type, record.title)
+
+
+def _abstract(memory_type: str, title: str) -> str:
+    return PAGE_FORMAT.text(cut_excerpt(f"[{memory_type}] {title}", L0_MAX_CHARS), "title")
 
 
 def derive_l1(record: MemoryRecord) -> str:
@@ -171,58 +174,62 @@ class Page:
     Mutable on purpose (it is bookkeeping, not evidence); never written to disk.
     ``charged`` is the tokens of the loaded representation (L2 when HOT, L1 when WARM, 0
     when COLD); the ledger invariant is ``token_used == Σ charged``.
+
+    The record's own fields (identity, factor inputs, the claim fields that
+    :func:`~labmem.mmu.records.exclusion_reason` reads, the version a trace names) are
+    read through :attr:`record`, the service's frozen record itself: a page copies
+    nothing, and opening an MMU costs one small object per record. ``origin_key`` is the
+    one copy: the claim a page competes in (a test may re-assign it to stage a rival).
     """
 
-    record_id: str
-    scope: str
-    memory_type: str
-    content_hash: str
-    terms: frozenset[str]
-    importance: float
-    confidence: float
-    utility: float
-    salience: float
+    record: MemoryRecord
     last_access: datetime
+    origin_key: str = ""
     residency: Residency = Residency.COLD
     charged: int = 0
     loaded_key: object = None
     pinned: bool = False
     loaded_at_recall: int = -1
     keep_score: float = 0.0
-    abstract: str = field(default="")
-    # what decides whether the page is current (the record's claim fields, see
-    # labmem.mmu.records.exclusion_reason) and which version a trace names
-    status: str = "provisional"
-    source_kind: str = "tool_observed"
-    origin_key: str = ""
-    version: int = 1
-    updated_at: datetime | None = None
-    valid_until: datetime | None = None
-    superseded_by: str | None = None
-    conflicts_with: str | None = None
     #: :func:`needs_full_text` of the record, worked out when the page is first loaded
-    #: (``None`` before): opening an MMU stays the cost of reading metadata and terms
+    #: (``None`` before): opening an MMU stays the cost of reading metadata
     needs_l2: bool | None = None
 
     @classmethod
     def from_record(cls, record: MemoryRecord) -> Page:
-        page = cls(record_id=record.record_id, scope=record.scope,
-                   memory_type=record.memory_type, content_hash=record.content_hash,
-                   terms=frozenset(extract_terms(record.title + "\n" + record.text)),
-                   importance=record.importance, confidence=record.confidence,
-                   utility=record.utility, salience=record.salience,
-                   last_access=record.updated_at, abstract=derive_l0(record))
-        page.refresh(record)
-        return page
+        return cls(record, record.updated_at, record.origin_key)
 
     def refresh(self, record: MemoryRecord) -> None:
         """Take the record's factor inputs and claim fields (same text: same derived texts)."""
-        self.importance, self.confidence = record.importance, record.confidence
-        self.utility, self.salience = record.utility, record.salience
-        self.status, self.source_kind = record.status, record.source_kind
-        self.origin_key, self.version = record.origin_key, record.version
-        self.updated_at, self.valid_until = record.updated_at, record.valid_until
-        self.superseded_by, self.conflicts_with = record.superseded_by, record.conflicts_with
+        self.record, self.origin_key = record, record.origin_key
+
+    record_id = property(lambda self: self.record.record_id)
+    scope = property(lambda self: self.record.scope)
+    memory_type = property(lambda self: self.record.memory_type)
+    title = property(lambda self: self.record.title)
+    content_hash = property(lambda self: self.record.content_hash)
+    importance = property(lambda self: self.record.importance)
+    confidence = property(lambda self: self.record.confidence)
+    utility = property(lambda self: self.record.utility)
+    salience = property(lambda self: self.record.salience)
+    status = property(lambda self: self.record.status)
+    source_kind = property(lambda self: self.record.source_kind)
+    version = property(lambda self: self.record.version)
+    updated_at = property(lambda self: self.record.updated_at)
+    valid_until = property(lambda self: self.record.valid_until)
+    superseded_by = property(lambda self: self.record.superseded_by)
+    conflicts_with = property(lambda self: self.record.conflicts_with)
+
+    @property
+    def terms(self) -> frozenset[str]:
+        """The record's search terms (the service's index holds them for searching; this
+        is for showing which of a query's terms a page holds)."""
+        return frozenset(extract_terms(self.record.title + "\n" + self.record.text))
+
+    @property
+    def abstract(self) -> str:
+        """The L0 one-liner, derived when asked (opening an MMU derives nothing)."""
+        return _abstract(self.memory_type, self.title)
 
     @property
     def level(self) -> Level:

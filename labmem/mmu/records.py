@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from labmem.core.clock import format_timestamp, parse_timestamp
@@ -137,8 +138,9 @@ class MemoryRecord:
             if getattr(self, name) is not None:
                 validated_as(check, require_text, getattr(self, name), name, max_chars=100)
 
-    @property
+    @cached_property
     def content_hash(self) -> str:
+        """Worked out on first use and kept (the record is frozen, so is its text)."""
         return content_hash(self.text)
 
     @property
@@ -181,12 +183,39 @@ class MemoryRecord:
             raise MemoryValidationError("record", f"is missing fields {missing}")
         return cls(**{name: data[name] for name in fields if name in data})
 
+    @classmethod
+    def trusted(cls, data: Mapping[str, Any]) -> MemoryRecord:
+        """A record from a log line whose checksum vouches that a validating writer
+        produced it (:mod:`labmem.mmu.logline`): the fields are taken as written — only
+        converted back (lists to tuples, timestamps to datetimes), not checked again."""
+        record = object.__new__(cls)
+        fields = record.__dict__
+        fields.update(_ABSENT)
+        fields.update(data)
+        fields["evidence"] = tuple(fields["evidence"])  # the four unit numbers were written
+        # as floats (``require_unit`` made them so) and JSON reads them back as floats
+        fields["created_at"] = _read_time(fields["created_at"])
+        fields["updated_at"] = _read_time(fields["updated_at"])
+        for name in OPTIONAL_TIMES:
+            if fields[name] is not None:
+                fields[name] = _read_time(fields[name])
+        return record
+
     def describe(self) -> dict[str, Any]:
         """Metadata without the text: what a table or a trace may show."""
         row = self.to_dict()
         del row["text"]
         row["chars"] = len(self.text)
         return row
+
+
+_ABSENT = dict.fromkeys(OPTIONAL_FIELDS)
+
+
+def _read_time(value: str) -> datetime:
+    """A timestamp as :func:`~labmem.core.clock.format_timestamp` wrote it: ``…Z``, which
+    ``fromisoformat`` reads as UTC."""
+    return datetime.fromisoformat(value)
 
 
 def exclusion_reason(claim: Any, now: datetime) -> str | None:

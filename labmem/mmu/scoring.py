@@ -88,11 +88,16 @@ class Factors:
         return asdict(self)
 
 
-def relevance(query_terms: frozenset[str] | set[str], page_terms: frozenset[str]) -> float:
-    """Fraction of the query's terms the page contains; 0.0 for a query without terms."""
+def relevance(query_terms: frozenset[str] | set[str],
+              page_terms: frozenset[str] | int) -> float:
+    """Fraction of the query's terms the page contains; 0.0 for a query without terms.
+
+    ``page_terms`` is the page's term set, or already the count of query terms it holds
+    (what the service's term index answers, without a set per page)."""
     if not query_terms:
         return 0.0
-    return len(query_terms & page_terms) / len(query_terms)
+    held = page_terms if isinstance(page_terms, int) else len(query_terms & page_terms)
+    return held / len(query_terms)
 
 
 def recency(age: timedelta, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:

@@ -10,6 +10,10 @@ can reach into the backend's state — Python's answer to "who frees ``char **te
 :class:`FileMemoryService` keeps canonical records in one append-only JSONL log (each
 line is a record's full new state; the last line per id wins), folds it on open, and
 follows it afterwards, so records survive a restart and other processes' writes are seen.
+Each line ends in a CRC-32 of its own bytes (:mod:`labmem.mmu.logline`): a record is
+validated when it is written, and replay takes a line the checksum vouches for as it is.
+The service owns the one term index (:class:`~labmem.mmu.index.TermIndex`, integer
+document ids) that its ``recall_query`` and the Context MMU both search.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from labmem.mmu.errors import (
     ServiceClosedError,
     UnsupportedOperationError,
 )
+from labmem.mmu.index import TermIndex, paused_gc
+from labmem.mmu.logline import CHECKSUM_FIELD, checksum_state, encode_line
 from labmem.mmu.records import (
     CURRENT_STATUSES,
     MAX_TEXT_CHARS,
@@ -60,6 +66,20 @@ from labmem.mmu.records import (
 from labmem.mmu.trace import Exclusion
 
 RECORDS_FILE = "records.jsonl"
+
+
+class RecordLog(JsonlLog):
+    """The core JSONL log, writing checksummed lines and telling the decoder what each
+    line's checksum says: its ``crc32`` member becomes ``True`` (it matches: trust the
+    fields) or ``False`` (it does not: validate, then refuse); a line without one is
+    parsed as it is, and validated in full."""
+
+    def _parse(self, line_number: int, raw: bytes) -> dict[str, Any]:
+        state = checksum_state(raw)
+        obj = super()._parse(line_number, raw)
+        if state is not None:
+            obj[CHECKSUM_FIELD] = state
+        return obj
 
 
 @dataclass(frozen=True)
@@ -130,15 +150,24 @@ class FileMemoryService:
     # -- reading the log -------------------------------------------------------------
     @staticmethod
     def _decode(line: int, obj: dict[str, Any]) -> MemoryRecord | Tombstone:
+        checksum = obj.pop(CHECKSUM_FIELD, None)
+        if checksum is True:
+            return MemoryRecord.trusted(obj)  # the bytes a validating writer wrote
         try:
             if obj.get("tombstone") is True:
-                return Tombstone.from_dict(obj)
-            return MemoryRecord.from_dict(obj)
-        except MemoryValidationError as exc:
+                decoded = Tombstone.from_dict(obj)
+            else:
+                decoded = MemoryRecord.from_dict(obj)
+        except MemoryValidationError as exc:  # a bad field is named first, checksum or not
             raise MemoryCorruptionError(RECORDS_FILE, line, str(exc)) from None
+        if checksum is not None:  # well-formed, but not the bytes that were written
+            raise MemoryCorruptionError(RECORDS_FILE, line,
+                                        "its crc32 does not match its bytes (the line was "
+                                        "damaged or edited after it was written)")
+        return decoded
 
     def _new_log(self) -> JsonlLog[MemoryRecord | Tombstone]:
-        return JsonlLog(self.root / RECORDS_FILE, decode=self._decode,
+        return RecordLog(self.root / RECORDS_FILE, decode=self._decode, encode=encode_line,
                         corruption_error=MemoryCorruptionError, lock_factory=self._lock_factory)
 
     def _reset(self) -> None:
@@ -151,7 +180,8 @@ class FileMemoryService:
         self._forgotten: dict[tuple[str, str], str] = {}
         # (scope, origin_key) -> {normalized text: id} of pending lower-ranked claims
         self._pending: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
-        self._index: dict[str, set[str]] = defaultdict(set)  # term -> visible record ids
+        # the visible records' title + text, tokenized on the first query; the MMU uses it
+        self.index = TermIndex(self._searchable_text)
         self._history: list[str] = []  # record id written by each log line, in order
 
     def _catch_up(self) -> None:
@@ -160,29 +190,23 @@ class FileMemoryService:
             now = file_signature(self._log.path)
             if now is not None and (now.device, now.inode) != identity:
                 self._reset()
-        for entry in self._log.refresh():
-            self._apply(entry)
-
-    def _unindex(self, record: MemoryRecord) -> None:
-        for term in extract_terms(record.title + "\n" + record.text):
-            self._index[term].discard(record.record_id)
+        with paused_gc():  # a replay makes only acyclic objects: no cycle to look for
+            for entry in self._log.refresh():
+                self._apply(entry)
 
     def _apply(self, record: MemoryRecord | Tombstone) -> None:
         self._history.append(record.record_id)
         key = (record.scope, record.origin_key)
         if isinstance(record, Tombstone):
-            old = self._records.pop(record.record_id, None)
-            if old is not None:
-                self._unindex(old)
+            self._records.pop(record.record_id, None)
+            self.index.remove(record.record_id)
             self._tombstones[record.record_id] = record
             if key not in self._origin:
                 self._forgotten[key] = record.record_id
             return
         old = self._records.get(record.record_id)
-        if old is not None:
-            self._unindex(old)
-            if old.status == "conflicted":
-                self._pending[key].pop(normalize_text(old.text), None)
+        if old is not None and old.status == "conflicted":
+            self._pending[key].pop(normalize_text(old.text), None)
         self._records[record.record_id] = record
         if record.status in CURRENT_STATUSES:
             self._origin[key] = record.record_id
@@ -193,9 +217,15 @@ class FileMemoryService:
             self._pending[key][normalize_text(record.text)] = record.record_id
         if record.status == "archived" and key not in self._origin:
             self._forgotten[key] = record.record_id
-        if record.visible:
-            for term in extract_terms(record.title + "\n" + record.text):
-                self._index[term].add(record.record_id)
+        if not record.visible:
+            self.index.remove(record.record_id)
+        elif old is None or not old.visible or (old.title, old.text) != (record.title,
+                                                                        record.text):
+            self.index.put(record.record_id)
+
+    def _searchable_text(self, record_id: str) -> str:
+        record = self._records[record_id]
+        return record.title + "\n" + record.text
 
     def _forgotten_record(self, record_id: str) -> MemoryRecord:
         record = self._records.get(record_id)
@@ -375,9 +405,7 @@ class FileMemoryService:
         self._catch_up()
         now = self.clock.now()
         terms = extract_terms(query)
-        hits: Counter[str] = Counter()
-        for term in terms:
-            hits.update(self._index.get(term, ()))
+        hits = self.index.match_counts(terms)
         excluded: list[Exclusion] = []
         claims: dict[tuple[str, str], MemoryRecord] = {}
         for record_id in sorted(hits):
@@ -445,6 +473,8 @@ class FileMemoryService:
                 return 0
             raw = (self.root / RECORDS_FILE).read_bytes()[: self._log.offset]
             lines = raw.split(b"\n")[:-1]  # complete lines only: a torn tail goes
+            # a tombstone holds seven short fields and no text: it is validated in full
+            # on replay (cheap), so it is written as plain JSON, without a checksum
             tombstones = {i: encode_json_line(Tombstone.of(r).to_dict())
                           for i, r in forgotten.items()}
             text = b"".join(tombstones.get(record_id) or line + b"\n"
@@ -469,6 +499,13 @@ class FileMemoryService:
         self._open()
         self._catch_up()
         return tuple(self._records[i] for i in sorted(self._records))
+
+    def match_counts(self, terms: Iterable[str]) -> Counter[str]:
+        """How many of ``terms`` each visible record's title and text hold (records holding
+        none are left out): the candidate search of the Context MMU, on this index."""
+        self._open()
+        self._catch_up()
+        return self.index.match_counts(terms)
 
     def changed_since(self, cursor: int) -> tuple[tuple[MemoryRecord, ...], int]:
         """Current state of records written after log line ``cursor``, and the new cursor."""

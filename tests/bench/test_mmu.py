@@ -15,5 +15,8 @@ def test_mmu_benchmark_runs_quick(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "naive_ratio" in done.stdout and "peak_rss_mib" in done.stdout
+    assert "open_ratio" in done.stdout and "json_loads_ms" in done.stdout
+    assert (tmp_path / "mmu_open.csv").read_text().startswith("pages,json_loads_ms,mmu_open_ms")
+    assert "load average" in (tmp_path / "mmu.md").read_text()
     assert (tmp_path / "mmu_recall.csv").read_text().startswith("pages,")
     assert (tmp_path / "mmu_rss.csv").read_text().startswith("pages,")
