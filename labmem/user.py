@@ -38,12 +38,18 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.core.clock import (
+    Clock,
+    format_timestamp,
+    parse_stored_timestamp,
+    parse_timestamp,
+    resolve_clock,
+)
 from labmem.core.errors import (
     CorruptionError,
     InvalidInputError,
@@ -205,29 +211,15 @@ class Preference:
     def from_dict(cls, data: Mapping[str, Any]) -> Preference:
         def ts(name: str) -> datetime | None:
             raw = data.get(name)
-            return None if raw is None else _stored_timestamp(raw, name)
+            return None if raw is None else parse_stored_timestamp(raw, field=name)
 
         revision = data["revision"]
         if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
             raise ValueError(f"revision must be a positive integer, got {revision!r}")
         return cls(key=data["key"], value=data["value"], revision=revision,
-                   updated_at=_stored_timestamp(data["updated_at"], "updated_at"),
+                   updated_at=parse_stored_timestamp(data["updated_at"], field="updated_at"),
                    expires_at=ts("expires_at"), source_event_id=data.get("source_event_id"),
                    deleted_at=ts("deleted_at"))
-
-
-def _stored_timestamp(raw: Any, field: str) -> datetime:
-    """A stored ``…Z`` timestamp (what ``to_dict`` writes) in one call; anything else
-    takes :func:`parse_timestamp`, which checks and converts it."""
-    if type(raw) is str and raw[-1:] == "Z":
-        try:
-            parsed = datetime.fromisoformat(raw)
-        except ValueError:
-            pass
-        else:
-            if parsed.tzinfo is timezone.utc:
-                return parsed
-    return parse_timestamp(raw, field=field)
 
 
 def preference_write_status(stored: Preference | None, value: str | None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from labmem.core.errors import InvalidInputError
 
@@ -125,6 +125,21 @@ def parse_timestamp(value: datetime | str, *, field: str) -> datetime:
             "give it a timezone, e.g. datetime(..., tzinfo=timezone.utc) or a '…Z' string",
         )
     return value.astimezone(UTC)
+
+
+def parse_stored_timestamp(value: Any, *, field: str) -> datetime:
+    """A timestamp read back from disk: the ``…Z`` form :func:`format_timestamp` writes is
+    taken in one call (replay reads thousands); anything else takes :func:`parse_timestamp`,
+    which checks and converts it, naming ``field``."""
+    if type(value) is str and value[-1:] == "Z":
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is UTC:
+                return parsed
+    return parse_timestamp(value, field=field)
 
 
 def format_timestamp(value: datetime) -> str:

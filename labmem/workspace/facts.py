@@ -13,11 +13,11 @@ import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from labmem.core.clock import format_timestamp, parse_timestamp
+from labmem.core.clock import format_timestamp, parse_stored_timestamp
 from labmem.core.errors import (
     CorruptionError,
     DuplicateError,
@@ -198,20 +198,6 @@ class Fact:
                 **self.to_dict()}
 
 
-def _stored_time(value: Any) -> datetime:
-    """A stored ``…Z`` timestamp (what ``to_record`` writes) in one call; anything else
-    takes the general, checking path."""
-    if type(value) is str and value[-1:] == "Z":
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            pass
-        else:
-            if parsed.tzinfo is timezone.utc:
-                return parsed
-    return parse_timestamp(value, field="recorded_at")
-
-
 def _stored_evidence(value: Any) -> tuple[str, ...]:
     """Evidence as ``to_record`` writes it (a sorted list of distinct ids, each checked
     on the way in), checked again cheaply; anything else takes :func:`check_evidence`."""
@@ -238,7 +224,8 @@ def decode_fact(record: Mapping[str, Any], line: int) -> Fact:
     fact_id = record.get("fact_id")
     if not isinstance(fact_id, str) or not FACT_ID_PATTERN.fullmatch(fact_id):
         raise ValueError(f"fact_id {fact_id!r} is not a fact id")
-    recorded_at = _stored_time(record.get("recorded_at"))  # (the checkers' order)
+    # (the checkers' order)
+    recorded_at = parse_stored_timestamp(record.get("recorded_at"), field="recorded_at")
     kind = record.get("kind")
     if kind not in KINDS:
         check_kind(kind)
