@@ -7,6 +7,7 @@
     validation  require_text / require_int / require_json / parse_json: refuse what cannot
                 be stored (lone surrogates, JSON nested past MAX_JSON_DEPTH), naming the field
     storage     append-only JSONL logs, atomic snapshots, file locks
+    locking     the cross-process advisory lock those logs take (flock / msvcrt)
     metrics     recall@k, precision@k, hit@k, reciprocal rank
     render      one renderer for every prompt block: stored text escaped so it can never
                 produce a delimiter, header, attribute or status marker; fields validated

@@ -28,9 +28,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from filelock import FileLock
-
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError
+from labmem.core.locking import FileLock
 from labmem.core.validation import MAX_JSON_DEPTH, parse_json, require_json, require_text
 
 T = TypeVar("T")
@@ -66,7 +65,8 @@ def file_signature(path: str | os.PathLike[str]) -> FileSignature | None:
 
 
 def file_lock(path: Path, timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS) -> FileLock:
-    """The cross-process advisory lock that guards ``path`` (a ``<name>.lock`` beside it)."""
+    """The cross-process advisory lock that guards ``path`` (a ``<name>.lock`` beside it;
+    see :mod:`labmem.core.locking`)."""
     return FileLock(str(path) + ".lock", timeout=timeout)
 
 

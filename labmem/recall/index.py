@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from array import array
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -110,6 +111,14 @@ SIDECAR_MIN_RECORDS = 1000
 #: Postings of terms whose sidecar part and tail were joined, kept for the next query.
 TAIL_CACHE = 1_000_000
 
+#: Bytes of the sidecar's postings kept in memory between queries (like SQLite's page
+#: cache): a term's postings are read from the file when a query first names it, and those
+#: used least recently beyond this are dropped (the OS file cache usually still has them).
+POSTINGS_CACHE_BYTES = 16 << 20
+
+#: Records decoded from their lines (hits) kept for the next query.
+DECODED_CACHE = 4096
+
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
@@ -132,6 +141,7 @@ class InMemoryTermIndex:
         self.use_sidecar = sidecar
         self.sidecar_min_records = sidecar_min_records
         self.sidecar_status = "not opened"  # how the last open went (shown by tests/bench)
+        self.sidecar_proof = None  # "stamp" or "checksums": how a loaded one was trusted
         self.searched_records = 0
         self.total_length = 0
         self._opened = False
@@ -148,13 +158,18 @@ class InMemoryTermIndex:
         self._postings: dict[str, tuple[array, array]] = {}
         self._vocabulary: list[str] = []  # tail terms unknown to the base, in first use
         self._first_use = array("q")
-        self._records: dict[int, StoredMemory] = {}  # decoded records (the tail, and hits)
+        self._records: dict[int, StoredMemory] = {}  # records indexed in this process
+        self._decoded: OrderedDict[int, StoredMemory] = OrderedDict()  # hits read by offset
+        self._cached: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._cached_bytes = 0  # of the sidecar postings in _cached (slot -> arrays)
         self._held: tuple[StoredMemory, ...] = ()  # every record, after a full read
         self._tail_ids: list[str] = []
         self._ids: set[str] | None = None
         self._batch_ids: set[str] = set()
         self._log = None
-        self._context = None
+        self._context = None  # the RecordContext; from a sidecar, built on first need
+        self._context_columns = None  # (sidecar, RecordContext type, meta) until then
+        self._context_pending: list[tuple[int, StoredMemory, int]] = []
         self._persisted = 0  # records the sidecar on disk covers
         self._joined: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}  # base + tail
         self._joined_size = 0
@@ -189,6 +204,7 @@ class InMemoryTermIndex:
             else:
                 self._adopt(sidecar, RecordContext)
                 self.sidecar_status = "loaded"
+                self.sidecar_proof = sidecar.proof
                 self._start_following(int(sidecar.meta["covered_bytes"]), self._base_records)
                 self._follow()
                 return
@@ -222,8 +238,8 @@ class InMemoryTermIndex:
         self._lengths = array("q", arrays["lengths"].astype(np.int64).tobytes())
         self._captured = array("d", arrays["captured_at"].tobytes())
         self._offsets = array("q", arrays["offsets"].tobytes())
-        self._context = context_type.from_columns(
-            sidecar, records, titles=int(meta["titles"]), dates=int(meta["dates"]))
+        # Threads, titles and dates serve only the contextual scorer: decoded when asked.
+        self._context_columns = (sidecar, context_type, meta)
 
     def _start_following(self, offset: int, lines: int) -> None:
         from labmem.core.storage import JsonlLog
@@ -265,7 +281,7 @@ class InMemoryTermIndex:
     def _add(self, position: int, record: StoredMemory) -> None:
         if record.kind is not MemoryKind.CONVERSATION:  # profiles are never recalled
             self._lengths.append(0)
-            self._context.add(position, record, 0)
+            self._context_add(position, record, 0)
             self._captured.append(record.source.captured_at.timestamp())
             self._indexed = position + 1
             return
@@ -273,7 +289,7 @@ class InMemoryTermIndex:
         length = sum(counts.values())
         self._lengths.append(length)
         self._captured.append(record.source.captured_at.timestamp())
-        self._context.add(position, record, length)
+        self._context_add(position, record, length)
         self.searched_records += 1
         self.total_length += length
         for term, count in counts.items():
@@ -309,7 +325,8 @@ class InMemoryTermIndex:
                                     if self._base is not None else np.zeros(0, np.int64),
                                     np.array(self._first_use, dtype=np.int64)))
         covered = self._offsets[self._indexed]
-        context_arrays, context_strings = self._context.columns()
+        context = self._record_context()
+        context_arrays, context_strings = context.columns()
         ids = (self._base.strings("memory_ids") if self._base is not None else []) + self._tail_ids
         try:
             with open(self.store.path, "rb") as handle:
@@ -319,8 +336,8 @@ class InMemoryTermIndex:
                     "inode": stat.st_ino, "covered_bytes": covered,
                     "covered_lines": self._indexed, "covered_crc32": crc,
                     "records": self._indexed, "searched_records": self.searched_records,
-                    "total_length": self.total_length, "titles": len(self._context.titles),
-                    "dates": len(self._context.dates)}
+                    "total_length": self.total_length, "titles": len(context.titles),
+                    "dates": len(context.dates)}
             write_sidecar(self.store.path, meta, {
                 "postings_offsets": offsets,
                 "positions": np.concatenate(positions) if positions else np.zeros(0, np.uint32),
@@ -342,7 +359,24 @@ class InMemoryTermIndex:
         """The record context (threads, titles, dates) this index keeps and persists."""
         if not self._opened:
             self.refresh()
+        return self._record_context()
+
+    def _record_context(self):
+        if self._context is None:
+            sidecar, context_type, meta = self._context_columns
+            self._context = context_type.from_columns(
+                sidecar, self._base_records, titles=int(meta["titles"]),
+                dates=int(meta["dates"]))
+            for position, record, length in self._context_pending:
+                self._context.add(position, record, length)
+            self._context_pending.clear()
         return self._context
+
+    def _context_add(self, position: int, record: StoredMemory, length: int) -> None:
+        if self._context is None:  # not decoded yet: fed when it is
+            self._context_pending.append((position, record, length))
+        else:
+            self._context.add(position, record, length)
 
     def document_frequency(self, term: str) -> int:
         return len(self.term_postings(term)[0])
@@ -359,10 +393,7 @@ class InMemoryTermIndex:
         if entry is None:
             if slot is None:
                 return _EMPTY, _EMPTY
-            arrays = self._base.arrays
-            bounds = arrays["postings_offsets"]
-            lo, hi = int(bounds[slot]), int(bounds[slot + 1])
-            return arrays["positions"][lo:hi], arrays["counts"][lo:hi]  # views: no copy
+            return self._base_postings(slot)
         cached = self._joined.get(term)
         if cached is not None and cached[0] == len(entry[0]):
             self._joined[term] = self._joined.pop(term)  # most recently used: last
@@ -371,14 +402,29 @@ class InMemoryTermIndex:
         positions = np.array(entry[0], dtype=np.int64)
         counts = np.array(entry[1], dtype=np.int64)
         if slot is not None:
-            arrays = self._base.arrays
-            bounds = arrays["postings_offsets"]
-            lo, hi = int(bounds[slot]), int(bounds[slot + 1])
-            positions = np.concatenate((arrays["positions"][lo:hi], positions))
-            counts = np.concatenate((arrays["counts"][lo:hi], counts))
+            base_positions, base_counts = self._base_postings(slot)
+            positions = np.concatenate((base_positions, positions))
+            counts = np.concatenate((base_counts, counts))
         if keep:
             self._remember_joined(term, len(entry[0]), positions, counts)
         return positions, counts
+
+    def _base_postings(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
+        """The sidecar's postings of one term, read once and kept while they fit
+        :data:`POSTINGS_CACHE_BYTES` (so a query reuses them without a copy)."""
+        found = self._cached.get(slot)
+        if found is not None:
+            self._cached.move_to_end(slot)
+            return found
+        bounds = self._base.arrays["postings_offsets"]
+        lo, hi = int(bounds[slot]), int(bounds[slot + 1])
+        found = (self._base.slice("positions", lo, hi), self._base.slice("counts", lo, hi))
+        self._cached[slot] = found
+        self._cached_bytes += found[0].nbytes + found[1].nbytes
+        while self._cached_bytes > POSTINGS_CACHE_BYTES and len(self._cached) > 1:
+            dropped = self._cached.popitem(last=False)[1]
+            self._cached_bytes -= dropped[0].nbytes + dropped[1].nbytes
+        return found
 
     def _remember_joined(self, term: str, tail: int, positions, counts) -> None:
         old = self._joined.pop(term, None)
@@ -411,8 +457,15 @@ class InMemoryTermIndex:
             if position < len(self._held):
                 return self._held[position]
         record = self._records.get(position)
+        if record is not None:
+            return record
+        record = self._decoded.get(position)
         if record is None:  # a record the sidecar covers: decode its one line
-            record = self._records[position] = self._read_line(position)
+            record = self._decoded[position] = self._read_line(position)
+            if len(self._decoded) > DECODED_CACHE:
+                self._decoded.popitem(last=False)
+        else:
+            self._decoded.move_to_end(position)
         return record
 
     def _read_line(self, position: int) -> StoredMemory:

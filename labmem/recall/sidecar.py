@@ -4,7 +4,8 @@ Building the in-memory index means decoding, validating and tokenizing every rec
 seconds at 100,000 records, in every new process. The sidecar keeps the result: named
 numpy arrays (postings, lengths, times, byte offsets, the record context) and a little
 JSON metadata, in one file written atomically next to ``records.jsonl``
-(``records.jsonl.recall-index``).
+(``records.jsonl.recall-index``). A reader takes from it only what it uses: an array when
+first asked for, a term's postings when a query names the term.
 
 It is a cache, never a source of truth. Before anything in it is used, :func:`load_sidecar`
 checks that it is whole (its length and a CRC-32 of its header and of its body), that it
@@ -15,6 +16,19 @@ costs no memory). Anything else — missing, torn, from another file, older than
 newer than the records, half-written by a crashed process — is refused with the reason,
 and the caller rebuilds from the records.
 
+Those two checksums read both files whole (about 115 MiB at 100,000 records, most of a
+cold open). So a full check that passes leaves a *stamp* beside the sidecar
+(``records.jsonl.recall-index.verified``): the identity, size and modification time of
+both files as they were when checked. A later open whose two files still show exactly
+those is trusted without reading them — the proof ``make`` and ``git`` use for "this file
+has not changed". It holds because a write to either file moves its modification time,
+with one trap (git calls it "racy"): timestamps are coarse, so a write in the same clock
+tick as the last one leaves the time unchanged. A stamp is therefore written only when
+both files' times are :data:`SETTLED_NS` older than the stamp's own creation, so any later
+write gets a later time. Appending to the records moves their time too, so the first open
+after new records does the full check again (and stamps the new state). What a stamp
+cannot see is a deliberate in-place edit that also resets the file's time (``touch -d``).
+
 Writes go to a temporary file in the same directory, are ``fsync``-ed and renamed over
 the old sidecar, so a reader sees the old file or the new one, never a mix; a writer
 killed mid-write leaves only its temporary file, which the next writer removes.
@@ -23,22 +37,22 @@ killed mid-write leaves only its temporary file, which the next writer removes.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import struct
 import tempfile
+import weakref
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from labmem.core.storage import fsync_directory
+from labmem.core.storage import FileSignature, file_signature, fsync_directory
 
-__all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "Sidecar", "SidecarRefused", "load_sidecar",
-           "write_sidecar", "sidecar_path", "prefix_crc32"]
+__all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "SidecarRefused",
+           "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path", "prefix_crc32"]
 
 SIDECAR_SUFFIX = ".recall-index"
 SIDECAR_VERSION = 1
@@ -48,12 +62,24 @@ _ALIGN = 64
 _CHUNK = 1 << 20
 _TEMP_PREFIX = "."
 _TEMP_SUFFIX = SIDECAR_SUFFIX + ".tmp"
+STAMP_SUFFIX = ".verified"
+
+#: How much older than a stamp both files' modification times must be for the stamp to
+#: vouch for them: well above the timestamp granularity of common filesystems (a clock
+#: tick on ext4 or XFS, one second on HFS+, two on FAT).
+SETTLED_NS = 2_000_000_000
 
 
 def sidecar_path(records_path: str | os.PathLike[str]) -> Path:
     """Where the sidecar of ``records_path`` lives: beside it, with a suffix added."""
     records_path = Path(records_path)
     return records_path.with_name(records_path.name + SIDECAR_SUFFIX)
+
+
+def stamp_path(records_path: str | os.PathLike[str]) -> Path:
+    """Where the stamp of a fully checked sidecar lives (see the module docstring)."""
+    side = sidecar_path(records_path)
+    return side.with_name(side.name + STAMP_SUFFIX)
 
 
 def prefix_crc32(handle, size: int) -> int:
@@ -72,21 +98,75 @@ def prefix_crc32(handle, size: int) -> int:
     return crc
 
 
+class _OpenFile:
+    """One read-only descriptor of the sidecar, closed when the last user lets go. Reads go
+    through it (``pread``), not a memory map: a map's pages would count as this process's
+    memory, and the kernel maps whole neighbourhoods around every page a term touches."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)
+
+    def read(self, offset: int, size: int) -> bytes:
+        data = os.pread(self.fd, size, offset)
+        if len(data) != size:  # pragma: no cover - the file is ours and was checked whole
+            raise SidecarRefused(f"torn (read {len(data)} of {size} bytes at {offset})")
+        return data
+
+
+class _Arrays(Mapping[str, np.ndarray]):
+    """The sidecar's arrays by name, each read whole on first use (read-only)."""
+
+    def __init__(self, file: _OpenFile, layout: Mapping[str, tuple[int, np.dtype, int]]):
+        self._file, self._layout = file, layout
+        self._read: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        found = self._read.get(name)
+        if found is None:
+            offset, dtype, count = self._layout[name]
+            found = self._read[name] = np.frombuffer(
+                self._file.read(offset, count * dtype.itemsize), dtype=dtype)
+        return found
+
+    def __iter__(self):
+        return iter(self._layout)
+
+    def __len__(self) -> int:
+        return len(self._layout)
+
+
 @dataclass(frozen=True, eq=False)
 class Sidecar:
-    """A validated sidecar: its metadata and its arrays (read-only views of a memory map).
+    """A validated sidecar: its metadata and its arrays, read from the file as needed.
 
     ``meta`` holds what the writer put there (the covered prefix, the record counts);
-    ``arrays`` maps names to numpy arrays; :meth:`strings` decodes a stored string list.
+    ``arrays`` maps names to numpy arrays, each read whole on first use; :meth:`slice`
+    reads part of one (a term's postings); :meth:`strings` decodes a stored string list.
     """
 
     meta: Mapping[str, Any]
-    arrays: Mapping[str, np.ndarray]
-    _map: Any = None
+    layout: Mapping[str, tuple[int, np.dtype, int]]  # name -> (file offset, dtype, count)
+    _file: _OpenFile
+    proof: str = "checksums"  # or "stamp": how this open knew both files were unchanged
+    arrays: Mapping[str, np.ndarray] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arrays", _Arrays(self._file, self.layout))
+
+    def slice(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """``arrays[name][lo:hi]``, read on its own (a new, read-only array)."""
+        offset, dtype, count = self.layout[name]
+        hi = min(hi, count)
+        if hi <= lo:
+            return np.zeros(0, dtype=dtype)
+        return np.frombuffer(self._file.read(offset + lo * dtype.itemsize,
+                                             (hi - lo) * dtype.itemsize), dtype=dtype)
 
     def strings(self, name: str) -> list[str]:
         """A list of strings stored with :func:`write_sidecar` (``strings=``)."""
-        return json.loads(self.arrays[name].tobytes().decode("utf-8"))
+        offset, _, count = self.layout[name]
+        return json.loads(self._file.read(offset, count).decode("utf-8"))
 
 
 def write_sidecar(records_path: str | os.PathLike[str], meta: Mapping[str, Any],
@@ -177,7 +257,10 @@ def load_sidecar(records_path: str | os.PathLike[str], *, user_scope: str) -> Si
     except OSError as exc:
         raise SidecarRefused(f"unreadable ({exc.strerror})") from None
     with handle:
-        size = os.fstat(handle.fileno()).st_size
+        side_stat = os.fstat(handle.fileno())
+        size = side_stat.st_size
+        records_before = file_signature(records_path)
+        stamped = _stamp_vouches(records_path, FileSignature.of(side_stat), records_before)
         fixed = handle.read(_FIXED.size)
         if len(fixed) < _FIXED.size:
             raise SidecarRefused("torn (shorter than its fixed header)")
@@ -200,41 +283,119 @@ def load_sidecar(records_path: str | os.PathLike[str], *, user_scope: str) -> Si
         if size != start + body_bytes:
             raise SidecarRefused(f"torn ({size} bytes, its header promises "
                                  f"{start + body_bytes})")
-        crc = 0
-        left = body_bytes
-        buffer = bytearray(min(_CHUNK, max(body_bytes, 1)))
-        view = memoryview(buffer)
-        while left:
-            got = handle.readinto(view[:min(left, len(buffer))])
-            if not got:
-                raise SidecarRefused("torn (the body ended early)")
-            crc = zlib.crc32(view[:got], crc)
-            left -= got
-        if crc != body_crc:
-            raise SidecarRefused("damaged (the body's checksum does not match)")
-        _check_records_file(records_path, meta, user_scope)
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-    arrays = {}
-    for name, (offset, dtype, count) in layout.items():
-        arrays[name] = np.frombuffer(mapped, dtype=np.dtype(dtype), count=count,
-                                     offset=start + offset)
-    return Sidecar(meta, arrays, mapped)
+        if meta.get("user_scope") != user_scope:
+            raise SidecarRefused("made for another user scope")
+        if not stamped:
+            stamp = _begin_stamp(records_path)  # first: its time precedes what is checked
+            records_checked = file_signature(records_path)
+            side_checked = FileSignature.of(os.fstat(handle.fileno()))
+            try:
+                _check_body(handle, body_bytes, body_crc)
+                _check_records_file(records_path, meta)
+                if FileSignature.of(os.fstat(handle.fileno())) == side_checked:
+                    _finish_stamp(stamp, records_path, side_checked, records_checked)
+            finally:
+                _discard(stamp)
+        else:
+            _check_identity(records_before, meta)
+        file = _OpenFile(os.dup(handle.fileno()))
+    where = {name: (start + offset, np.dtype(dtype), count)
+             for name, (offset, dtype, count) in layout.items()}
+    return Sidecar(meta, where, file, "stamp" if stamped else "checksums")
 
 
-def _check_records_file(records_path: Path, meta: Mapping[str, Any], user_scope: str) -> None:
+def _check_body(handle, body_bytes: int, body_crc: int) -> None:
+    crc = 0
+    left = body_bytes
+    buffer = bytearray(min(_CHUNK, max(body_bytes, 1)))
+    view = memoryview(buffer)
+    while left:
+        got = handle.readinto(view[:min(left, len(buffer))])
+        if not got:
+            raise SidecarRefused("torn (the body ended early)")
+        crc = zlib.crc32(view[:got], crc)
+        left -= got
+    if crc != body_crc:
+        raise SidecarRefused("damaged (the body's checksum does not match)")
+
+
+# -- the stamp: "both files were checked in full, and have not been written since" -------
+
+def _stamp_vouches(records_path: Path, side: FileSignature,
+                   records: FileSignature | None) -> bool:
+    """Does a stamp describe exactly these two files as they are now?"""
+    try:
+        stamp = json.loads(stamp_path(records_path).read_bytes())
+        return (records is not None and FileSignature(*stamp["sidecar"]) == side
+                and FileSignature(*stamp["records"]) == records)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # missing or unreadable: the full check decides
+
+
+def _begin_stamp(records_path: Path) -> tuple[int, str, int] | None:
+    """A temporary file for the stamp, created *before* the files are checked: its creation
+    time is the filesystem's clock then (or ``None`` where it cannot be written)."""
+    target = stamp_path(records_path)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX + target.name + ".", suffix=".tmp",
+                                    dir=target.parent)
+        return fd, temp, os.fstat(fd).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _finish_stamp(stamp: tuple[int, str, int] | None, records_path: Path,
+                  side: FileSignature, records_before: FileSignature | None) -> None:
+    """After a full check passed: stamp the two files if neither changed while they were
+    read (``side`` and ``records_before`` were taken after the stamp's temporary file was
+    created) and both were settled before that (see :data:`SETTLED_NS`)."""
+    if stamp is None or records_before is None:
+        return
+    fd, temp, created_ns = stamp
+    if file_signature(records_path) != records_before:
+        return
+    if max(side.mtime_ns, records_before.mtime_ns) + SETTLED_NS > created_ns:
+        return  # written too recently: a write in the same clock tick would not show
+    try:
+        os.write(fd, json.dumps({"sidecar": list(side), "records": list(records_before)})
+                 .encode("ascii"))
+        os.close(fd)
+        os.replace(temp, stamp_path(records_path))  # a projection of the check: no fsync
+    except OSError:
+        pass
+
+
+def _discard(stamp: tuple[int, str, int] | None) -> None:
+    if stamp is None:
+        return
+    fd, temp, _ = stamp
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # closed by a finished stamp
+    try:
+        os.unlink(temp)
+    except OSError:
+        pass  # renamed into place
+
+
+def _check_identity(records: FileSignature | None, meta: Mapping[str, Any]) -> None:
+    if records is None:
+        raise SidecarRefused("the records file is missing")
+    if [records.device, records.inode] != [meta.get("device"), meta.get("inode")]:
+        raise SidecarRefused("made for another file (device or inode differ)")
+    covered = int(meta["covered_bytes"])
+    if records.size < covered:
+        raise SidecarRefused(f"newer than the records ({covered} bytes covered, the "
+                             f"file has {records.size})")
+
+
+def _check_records_file(records_path: Path, meta: Mapping[str, Any]) -> None:
     """Refuse a sidecar that does not describe this records file's current prefix."""
-    if meta.get("user_scope") != user_scope:
-        raise SidecarRefused("made for another user scope")
     try:
         with open(records_path, "rb") as records:
-            stat = os.fstat(records.fileno())
-            if [stat.st_dev, stat.st_ino] != [meta.get("device"), meta.get("inode")]:
-                raise SidecarRefused("made for another file (device or inode differ)")
-            covered = int(meta["covered_bytes"])
-            if stat.st_size < covered:
-                raise SidecarRefused(f"newer than the records ({covered} bytes covered, the "
-                                     f"file has {stat.st_size})")
-            if prefix_crc32(records, covered) != meta["covered_crc32"]:
+            _check_identity(FileSignature.of(os.fstat(records.fileno())), meta)
+            if prefix_crc32(records, int(meta["covered_bytes"])) != meta["covered_crc32"]:
                 raise SidecarRefused("the records it covers were changed (checksum)")
     except FileNotFoundError:
         raise SidecarRefused("the records file is missing") from None

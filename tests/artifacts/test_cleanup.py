@@ -289,8 +289,7 @@ def test_a_symlink_is_denied_and_its_target_never_touched(s, tmp_path):
 
 def test_apply_waits_for_the_journal_lock(s):
     """apply re-reads claims under the journal's lock: it cannot start while a writer holds it."""
-    from filelock import Timeout
-
+    from labmem.core.locking import LockTimeoutError
     from labmem.core.storage import file_lock
     s.artifact("a")
     s.clock.advance(timedelta(days=2))
@@ -299,7 +298,7 @@ def test_apply_waits_for_the_journal_lock(s):
     holder.acquire()
     try:
         blocked = LeaseJournal(s.dir, lock_factory=lambda p: file_lock(p, timeout=0.2))
-        with pytest.raises(Timeout):
+        with pytest.raises(LockTimeoutError):
             apply_cleanup(plan, journal=blocked, now=s.clock.now())
     finally:
         holder.release()

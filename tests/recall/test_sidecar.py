@@ -271,3 +271,85 @@ def test_an_unwritable_directory_only_means_no_sidecar(records):
     finally:
         records.parent.chmod(0o700)
     assert NOW.year == 2026
+
+
+# -- the stamp: a full check that passed, remembered by the two files' signatures --------
+
+def settle(*paths, seconds=60):
+    """Make files look written ``seconds`` ago (what a stamp needs: settled timestamps)."""
+    for path in paths:
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - seconds * 1_000_000_000))
+
+
+def proof(path):
+    e = engine(path)
+    e.recall("dog", limit=1)
+    return e.index.sidecar_status, e.index.sidecar_proof
+
+
+def test_a_settled_pair_is_stamped_and_then_trusted_without_reading(records):
+    from labmem.recall.sidecar import stamp_path
+    status(records)  # writes the sidecar
+    assert proof(records) == ("loaded", "checksums") and not stamp_path(records).exists()
+    settle(records, sidecar_path(records))
+    assert proof(records) == ("loaded", "checksums")  # checked in full, then stamped
+    assert stamp_path(records).exists()
+    assert proof(records) == ("loaded", "stamp")
+    assert answers(records)[0] == answers(records, sidecar=False)[0]
+
+
+def test_files_written_just_now_are_never_stamped(records):
+    """Racy timestamps: a write in the same clock tick would not move the time, so a file
+    younger than SETTLED_NS is checked in full every time."""
+    from labmem.recall.sidecar import stamp_path
+    status(records)
+    for _ in range(3):
+        assert proof(records) == ("loaded", "checksums")
+    assert not stamp_path(records).exists()
+
+
+@pytest.mark.parametrize("change", ["records in place", "sidecar in place", "append",
+                                    "new sidecar"])
+def test_a_stamp_never_vouches_for_a_file_written_after_it(records, change):
+    status(records)
+    settle(records, sidecar_path(records))
+    proof(records)
+    assert proof(records) == ("loaded", "stamp")
+    side = sidecar_path(records)
+    if change == "records in place":
+        data = bytearray(records.read_bytes())
+        at = data.index(b"sidecar")
+        data[at:at + 7] = b"SIDECAR"  # same size, same inode: only the time moves
+        with open(records, "r+b") as handle:
+            handle.write(data)
+        assert "changed (checksum)" in status(records)
+    elif change == "sidecar in place":
+        damaged = bytearray(side.read_bytes())
+        damaged[-3] ^= 0xFF
+        with open(side, "r+b") as handle:
+            handle.write(damaged)
+        assert "damaged" in status(records)
+    elif change == "append":
+        open_store(records).append_many(drafts(500, 3, "late"))
+        assert proof(records)[1] == "checksums"
+    else:
+        before = side.stat().st_ino
+        e = engine(records)
+        e.index.refresh()
+        e.index._persist()  # rewritten: a new inode, which the old stamp does not name
+        assert side.stat().st_ino != before
+        assert proof(records)[1] == "checksums"
+    assert answers(records)[0] == answers(records, sidecar=False)[0]
+
+
+def test_a_small_postings_cache_gives_the_same_answers(records, monkeypatch):
+    """POSTINGS_CACHE_BYTES only bounds memory: terms dropped from it are read again."""
+    import labmem.recall.index as index_module
+    expected = answers(records, sidecar=False)[0]
+    status(records)
+    monkeypatch.setattr(index_module, "POSTINGS_CACHE_BYTES", 64)
+    e = engine(records)
+    got = [e.recall(q, limit=4).to_json() for q in QUERIES * 2]
+    assert got == expected["bm25"] * 2
+    assert len(e.index._cached) == 1  # everything but the last term was dropped
