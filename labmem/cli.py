@@ -186,6 +186,9 @@ def register_walkthrough(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_walkthrough)
 
 
+STORY_HELP = "long-term memory of a serialized novel (case study)"
+
+
 def register_story(sub: argparse._SubParsersAction) -> None:
     from labmem.story import register_story_commands
 
@@ -198,16 +201,31 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Commands whose parsers import a whole package: registered in full only when chosen
+#: (or for ``--help``), so ``labmem recall`` does not pay for the story case study.
+LAZY_COMMANDS: dict[Callable[[argparse._SubParsersAction], None], tuple[str, str]] = {
+    register_story: ("story", STORY_HELP),
+}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``labmem`` parser; given ``argv``, only the chosen command's parser is built in
+    full (the others it names but does not import)."""
     parser = OneLineParser(prog="labmem", description="labmem: how agents remember")
     sub = parser.add_subparsers(dest="command", required=True)
+    chosen = next((a for a in argv if not a.startswith("-")), None) if argv else None
     for register in COMMANDS:
-        register(sub)
+        name, help_text = LAZY_COMMANDS.get(register, (None, ""))
+        if name is None or chosen is None or chosen == name:
+            register(sub)
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         status = args.handler(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush

@@ -20,6 +20,7 @@ never means re-indexing.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -31,7 +32,7 @@ import numpy as np
 
 from labmem.core.errors import InvalidInputError
 from labmem.core.text import term_frequencies
-from labmem.recall.index import Postings, TermIndex
+from labmem.recall.index import Postings, TermIndex, distinct_groups
 from labmem.recall.store import StoredMemory
 
 __all__ = [
@@ -99,6 +100,13 @@ class Analyzer:
 
     key = "analyzer"
 
+    @property
+    def cache_key(self) -> str | None:
+        """A name for this analyzer's exact behaviour, under which its terms for an index's
+        vocabulary may be kept between processes; ``None``: never kept (the default, since
+        a subclass may change behaviour without changing its name)."""
+        return None
+
     def term(self, surface: str) -> str | None:
         """The analyzed form of one surface term; ``None`` drops it (a stop word)."""
         raise NotImplementedError
@@ -154,6 +162,14 @@ class EnglishAnalyzer(Analyzer):
     def __repr__(self) -> str:
         return f"EnglishAnalyzer(stop_words={len(self.stop_words)} words, stem={self.stem})"
 
+    @property
+    def cache_key(self) -> str | None:
+        if type(self) is not EnglishAnalyzer:  # a subclass may analyze differently
+            return None
+        words = "\n".join(sorted(self.stop_words)).encode("utf-8")
+        stemmer = "snowball" if self.stem else "none"
+        return f"english-{stemmer}-{hashlib.sha256(words).hexdigest()[:16]}"
+
     def term(self, surface: str) -> str | None:
         cached = self._cache.get(surface, self)
         if cached is not self:
@@ -193,7 +209,7 @@ def merge_surface_postings(parts: Iterable[Postings]) -> Postings:
     if len(parts) == 1:
         return parts[0]
     positions = np.concatenate([p.positions for p in parts])
-    unique, first, inverse = np.unique(positions, return_index=True, return_inverse=True)
+    unique, first, inverse = distinct_groups(positions)
     counts = np.bincount(inverse, weights=np.concatenate([p.counts for p in parts]))
     return Postings(unique, counts.astype(np.int64),
                     np.concatenate([p.lengths for p in parts])[first],
@@ -240,7 +256,15 @@ class AnalyzedIndex:
         bound = self.index.records
         if bound == self._bound:
             return
-        self.add_surfaces(self.index.vocabulary(self._bound))
+        surfaces = self.index.vocabulary(self._bound)
+        kept = getattr(self.index, "analyzed_groups", None)
+        known = kept(self.analyzer, self._group_all) if kept and self._bound == 0 else None
+        if known is not None:  # the base vocabulary, grouped by an earlier process
+            count, groups = known
+            derived, self._groups = self._groups, groups  # derived: e.g. date words
+            self._group((surface, term) for term, group in derived.items() for surface in group)
+            surfaces = surfaces[count:]
+        self.add_surfaces(surfaces)
         self._bound = bound
         self._merged.clear()
         self._by_surface.clear()
@@ -248,8 +272,16 @@ class AnalyzedIndex:
     def add_surfaces(self, surfaces: Iterable[str]) -> None:
         """Group more surface terms (the index's, or a derived field's such as a date)."""
         term_of = self.analyzer.term
-        for surface in surfaces:
-            analyzed = term_of(surface)
+        self._group((surface, term_of(surface)) for surface in surfaces)
+
+    def _group_all(self, surfaces: Iterable[str]) -> dict[str, list[str]]:
+        """The groups of ``surfaces`` alone (what :meth:`refresh` lets the index keep)."""
+        view = AnalyzedIndex(self.index, self.analyzer)
+        view.add_surfaces(surfaces)
+        return view._groups
+
+    def _group(self, pairs: Iterable[tuple[str, str | None]]) -> None:
+        for surface, analyzed in pairs:
             if analyzed is not None:
                 group = self._groups.setdefault(analyzed, [])
                 if surface not in group:

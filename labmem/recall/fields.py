@@ -254,6 +254,8 @@ class RecordContext:
             self._conversation.append(0)
             return ()
         name = thread_of(record.source.source_id)
+        if self._thread_ids is None:
+            self._thread_ids = {name: i for i, name in enumerate(self.thread_names)}
         thread = self._thread_ids.get(name)
         if thread is None:
             thread = self._thread_ids[name] = len(self.thread_names)
@@ -331,12 +333,12 @@ class RecordContext:
             getattr(context, name).frombytes(sidecar.arrays["context" + name].tobytes())
         context.records = records
         context.thread_names = sidecar.strings("context_threads")
-        context._thread_ids = {name: i for i, name in enumerate(context.thread_names)}
-        last = [NO_LINK] * len(context.thread_names)
-        for position, thread in enumerate(context._thread):
-            if thread != NO_LINK:
-                last[thread] = position
-        context._thread_last = last
+        context._thread_ids = None  # built when a record is appended (only add() needs it)
+        threads = np.frombuffer(context._thread, dtype=np.int64)
+        last = np.full(len(context.thread_names), NO_LINK, dtype=np.int64)
+        held = np.flatnonzero(threads != NO_LINK)
+        np.maximum.at(last, threads[held], held)  # each thread's last position
+        context._thread_last = last.tolist()
         context.titles = _ValueField.from_columns(sidecar, "context_titles_", titles)
         context.dates = _ValueField.from_columns(sidecar, "context_dates_", dates)
         context.fed_by_index = True

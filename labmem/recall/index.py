@@ -164,6 +164,7 @@ class InMemoryTermIndex:
         self._cached_bytes = 0  # of the sidecar postings in _cached (slot -> arrays)
         self._held: tuple[StoredMemory, ...] = ()  # every record, after a full read
         self._tail_ids: list[str] = []
+        self._base_ids: list[str] | None = None  # the sidecar's, decoded on first need
         self._ids: set[str] | None = None
         self._batch_ids: set[str] = set()
         self._log = None
@@ -248,9 +249,38 @@ class InMemoryTermIndex:
                              corruption_error=RemoteMemoryCorruptionError,
                              lock_factory=lambda path: nullcontext(), start=(offset, lines))
 
+    def analyzed_groups(self, analyzer, group) -> tuple[int, dict[str, list[str]]] | None:
+        """The sidecar's vocabulary grouped by ``analyzer`` (``group(terms)`` computes it),
+        and how many terms that covers. Kept beside the sidecar
+        (:func:`~labmem.recall.sidecar.write_companion`), so a new process need not analyze
+        them again. ``None`` without a sidecar, or for an analyzer without a
+        :attr:`~labmem.recall.analyzers.Analyzer.cache_key`."""
+        from labmem.recall.sidecar import load_companion, write_companion
+
+        key = getattr(analyzer, "cache_key", None)
+        if self._base is None or key is None:
+            return None
+        count = len(self._base_terms)
+        kept = load_companion(self._base, self.store.path, key)
+        if isinstance(kept, dict) and kept.get("terms") == count and _groups_shape(kept):
+            return count, kept["groups"]
+        groups = group(self._base_terms)
+        write_companion(self._base, self.store.path, key, {"terms": count, "groups": groups})
+        return count, groups
+
+    def memory_id(self, position: int) -> str:
+        """The memory id of the record at ``position``, without decoding the record."""
+        if position >= self._base_records:
+            return self._tail_ids[position - self._base_records]
+        if self._base_ids is None:
+            self._base_ids = self._base.strings("memory_ids")
+        return self._base_ids[position]
+
     def _known_ids(self) -> set[str]:
         if self._ids is None:
-            self._ids = set(self._base.strings("memory_ids")) | set(self._tail_ids)
+            if self._base_ids is None:
+                self._base_ids = self._base.strings("memory_ids")
+            self._ids = set(self._base_ids) | set(self._tail_ids)
         return self._ids
 
     def _decode_line(self, line: int, obj: dict) -> StoredMemory:
@@ -520,9 +550,43 @@ def open_term_index(store) -> TermIndex:
     return own() if callable(own) else InMemoryTermIndex(store)
 
 
+def _groups_shape(kept: dict) -> bool:
+    """Is ``kept["groups"]`` analyzed term -> list of surface terms, all strings?"""
+    groups = kept.get("groups")
+    return isinstance(groups, dict) and all(
+        isinstance(surfaces, list) and all(isinstance(s, str) for s in surfaces)
+        for surfaces in groups.values())
+
+
 def merge_postings(postings: Iterable[Postings]) -> np.ndarray:
     """The ascending, distinct positions of every record in any of ``postings``."""
     arrays = [p.positions for p in postings if len(p)]
     if not arrays:
         return np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate(arrays))
+    return distinct(np.concatenate(arrays))
+
+
+# ``np.unique`` checks for masked arrays, which imports numpy.ma (20–40 ms) the first time:
+# a short-lived process such as ``labmem recall`` would pay that for one call. Recall only
+# ever asks for the distinct values of a 1-d array of positions; these two do exactly that.
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The ascending distinct values of a 1-d array (``np.unique(values)``)."""
+    return distinct_groups(values)[0]
+
+
+def distinct_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct values ascending, index of each one's first occurrence, each element's
+    group): ``np.unique(values, return_index=True, return_inverse=True)``."""
+    values = np.asarray(values)
+    if not len(values):
+        empty = np.zeros(0, dtype=np.intp)
+        return values.copy(), empty, empty
+    order = np.argsort(values, kind="stable")  # stable: equal values keep their order
+    ordered = values[order]
+    starts = np.empty(len(ordered), dtype=bool)
+    starts[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    group = np.empty(len(values), dtype=np.intp)
+    group[order] = np.cumsum(starts) - 1
+    return ordered[starts], order[starts], group

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from labmem.core.errors import InvalidInputError
-from labmem.recall.index import Postings
+from labmem.recall.index import Postings, distinct_groups
 
 __all__ = [
     "RecallScoreBreakdown", "CorpusStats", "Scorer", "TeachingScorer", "Bm25Scorer",
@@ -157,6 +157,28 @@ class _Accumulated:
     captured_at: np.ndarray
 
 
+#: :meth:`Scorer.estimate` sums into one slot per record when the query's postings are at
+#: least 1/SPARSE_RATIO of the store; fewer, and it sorts them instead (both give the same
+#: sums, added in the same term order).
+SPARSE_RATIO = 16
+
+
+def _accumulate_sparse(scorer: Scorer, present, stats: CorpusStats) -> _Accumulated:
+    """The per-record sums of :meth:`Scorer.estimate` without a slot per record: every
+    posting in query-term order, grouped by position (``bincount`` adds in that order)."""
+    positions = np.concatenate([p.positions for _, p in present])
+    weights = np.concatenate([np.asarray(scorer.term_weights(term, p, stats), dtype=float)
+                              for term, p in present])
+    captured_at = np.concatenate([p.captured_at for _, p in present])
+    distinct, _, group = distinct_groups(positions)
+    captured = np.zeros(len(distinct))
+    captured[group] = captured_at
+    return _Accumulated(distinct.astype(np.int64, copy=False),
+                        np.bincount(group, weights=weights, minlength=len(distinct)),
+                        np.bincount(group, minlength=len(distinct)).astype(np.int64),
+                        captured)
+
+
 class Scorer:
     """Base class: subclasses define the per-term weight and how the parts combine."""
 
@@ -200,17 +222,21 @@ class Scorer:
             empty = np.zeros(0)
             return empty.astype(np.int64), empty
         size = max(int(p.positions[-1]) for _, p in present) + 1
-        lexical = np.zeros(size)
-        matched = np.zeros(size, dtype=np.int64)
-        captured = np.zeros(size)
-        for term, p in present:  # positions are distinct within one postings list
-            lexical[p.positions] += self.term_weights(term, p, stats)
-            matched[p.positions] += 1
-            captured[p.positions] = p.captured_at
-        positions = np.flatnonzero(matched)
-        acc = _Accumulated(positions, lexical[positions], matched[positions],
-                           captured[positions])
-        return positions, self.combine(acc, query_terms, as_of_seconds, stats)
+        total = sum(len(p) for _, p in present)
+        if total * SPARSE_RATIO < size:  # few postings in a long store: sort, then sum
+            acc = _accumulate_sparse(self, present, stats)
+        else:  # one slot per record: no sort
+            lexical = np.zeros(size)
+            matched = np.zeros(size, dtype=np.int64)
+            captured = np.zeros(size)
+            for term, p in present:  # positions are distinct within one postings list
+                lexical[p.positions] += self.term_weights(term, p, stats)
+                matched[p.positions] += 1
+                captured[p.positions] = p.captured_at
+            positions = np.flatnonzero(matched)
+            acc = _Accumulated(positions, lexical[positions], matched[positions],
+                               captured[positions])
+        return acc.positions, self.combine(acc, query_terms, as_of_seconds, stats)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

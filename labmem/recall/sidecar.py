@@ -36,6 +36,7 @@ killed mid-write leaves only its temporary file, which the next writer removes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -52,7 +53,8 @@ import numpy as np
 from labmem.core.storage import FileSignature, file_signature, fsync_directory
 
 __all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "SidecarRefused",
-           "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path", "prefix_crc32"]
+           "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path", "prefix_crc32",
+           "load_companion", "write_companion"]
 
 SIDECAR_SUFFIX = ".recall-index"
 SIDECAR_VERSION = 1
@@ -149,6 +151,7 @@ class Sidecar:
     layout: Mapping[str, tuple[int, np.dtype, int]]  # name -> (file offset, dtype, count)
     _file: _OpenFile
     proof: str = "checksums"  # or "stamp": how this open knew both files were unchanged
+    identity: tuple[int, ...] = ()  # (device, inode, size, body CRC-32): which sidecar
     arrays: Mapping[str, np.ndarray] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -301,7 +304,8 @@ def load_sidecar(records_path: str | os.PathLike[str], *, user_scope: str) -> Si
         file = _OpenFile(os.dup(handle.fileno()))
     where = {name: (start + offset, np.dtype(dtype), count)
              for name, (offset, dtype, count) in layout.items()}
-    return Sidecar(meta, where, file, "stamp" if stamped else "checksums")
+    return Sidecar(meta, where, file, "stamp" if stamped else "checksums",
+                   (side_stat.st_dev, side_stat.st_ino, size, body_crc))
 
 
 def _check_body(handle, body_bytes: int, body_crc: int) -> None:
@@ -399,3 +403,46 @@ def _check_records_file(records_path: Path, meta: Mapping[str, Any]) -> None:
                 raise SidecarRefused("the records it covers were changed (checksum)")
     except FileNotFoundError:
         raise SidecarRefused("the records file is missing") from None
+
+
+# -- companions: work derived from one sidecar, kept beside it -------------------------
+
+def _companion_path(records_path: str | os.PathLike[str], name: str) -> Path:
+    side = sidecar_path(records_path)
+    return side.with_name(f"{side.name}.{name}")
+
+
+def write_companion(sidecar: Sidecar, records_path: str | os.PathLike[str], name: str,
+                    document: Any) -> None:
+    """Keep a JSON ``document`` derived from a sidecar (say, its vocabulary grouped by an
+    analyzer) beside it, atomically; a failure to write is only a lost cache."""
+    body = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    head = json.dumps({"sidecar": list(sidecar.identity), "crc32": zlib.crc32(body)})
+    target = _companion_path(records_path, name)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX + target.name + ".", suffix=".tmp",
+                                    dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(head.encode("ascii") + b"\n" + body)
+            os.replace(temp, target)  # a cache of a cache: no fsync
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+    except OSError:
+        pass
+
+
+def load_companion(sidecar: Sidecar, records_path: str | os.PathLike[str],
+                   name: str) -> Any:
+    """The document :func:`write_companion` kept for *this* sidecar, or ``None`` (missing,
+    damaged, or derived from another sidecar: the caller computes it again)."""
+    try:
+        head, _, body = _companion_path(records_path, name).read_bytes().partition(b"\n")
+        meta = json.loads(head)
+        if meta["sidecar"] != list(sidecar.identity) or zlib.crc32(body) != meta["crc32"]:
+            return None
+        return json.loads(body)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -353,3 +353,76 @@ def test_a_small_postings_cache_gives_the_same_answers(records, monkeypatch):
     got = [e.recall(q, limit=4).to_json() for q in QUERIES * 2]
     assert got == expected["bm25"] * 2
     assert len(e.index._cached) == 1  # everything but the last term was dropped
+
+
+# -- the analyzer's groups, kept beside the sidecar ----------------------------------------
+
+def companions(path):
+    return sorted(p.name for p in path.parent.iterdir() if ".recall-index.english-" in p.name)
+
+
+def test_the_english_groups_are_kept_and_reused(records, monkeypatch):
+    import labmem.recall.analyzers as analyzers
+    expected = answers(records, sidecar=False)[0]["contextual"]
+    status(records)
+    assert companions(records) == []
+    assert answers(records)[0]["contextual"] == expected  # groups the vocabulary, keeps it
+    assert len(companions(records)) == 1
+    calls = []
+    real = analyzers.EnglishAnalyzer.term
+    monkeypatch.setattr(analyzers.EnglishAnalyzer, "term",
+                        lambda self, surface: calls.append(surface) or real(self, surface))
+
+    def analyzed_by_a_new_process():
+        calls.clear()
+        e = engine(records, "contextual")
+        assert [e.recall(q, limit=4).to_json() for q in QUERIES] == expected
+        return set(calls), set(e.index.vocabulary())
+
+    kept, vocabulary = analyzed_by_a_new_process()
+    (records.parent / companions(records)[0]).unlink()
+    regrouped, _ = analyzed_by_a_new_process()
+    assert vocabulary <= regrouped  # without it, every vocabulary term is analyzed again
+    assert vocabulary - kept  # with it, terms outside the queries and dates are not
+    assert len(companions(records)) == 1  # and it was written again
+
+
+@pytest.mark.parametrize("damage", ["garbage", "another sidecar", "wrong shape"])
+def test_a_companion_that_does_not_fit_is_ignored(records, damage):
+    expected = answers(records, sidecar=False)[0]["contextual"]
+    status(records)
+    answers(records)
+    (name,) = companions(records)
+    kept = records.parent / name
+    if damage == "garbage":
+        kept.write_bytes(kept.read_bytes()[:-5])  # its checksum no longer matches
+    elif damage == "another sidecar":
+        head, _, body = kept.read_bytes().partition(b"\n")
+        kept.write_bytes(head.replace(b"[", b"[1", 1) + b"\n" + body)
+    else:
+        import json
+        import zlib
+        body = json.dumps({"terms": 3, "groups": {"dog": "not a list"}}).encode()
+        head = json.loads(kept.read_bytes().partition(b"\n")[0])
+        head["crc32"] = zlib.crc32(body)
+        kept.write_bytes(json.dumps(head).encode() + b"\n" + body)
+    assert answers(records)[0]["contextual"] == expected
+
+
+def test_distinct_groups_is_np_unique():
+    import numpy as np
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from labmem.recall.index import distinct, distinct_groups
+
+    @given(st.lists(st.integers(-5, 40), max_size=80))
+    def check(values):
+        array = np.array(values, dtype=np.int64)
+        expected = np.unique(array, return_index=True, return_inverse=True)
+        got = distinct_groups(array)
+        for want, have in zip(expected, got, strict=True):
+            assert np.array_equal(want, have)
+        assert np.array_equal(distinct(array), expected[0])
+
+    check()
