@@ -145,8 +145,9 @@ def test_cli_recall_imports_only_what_recall_needs(home):
     _fill_default_store(home, 20)
     code = ("import sys\nfrom labmem.cli import main\nmain(['recall', 'dog'])\n"
             "heavy = {'pandas', 'matplotlib', 'anthropic', 'openai', 'httpx', 'nbformat',"
-            " 'scipy', 'hypothesis'}\n"
-            "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n")
+            " 'scipy', 'hypothesis', 'labmem.story', 'numpy.ma', 'labmem.mmu'}\n"
+            "loaded = set(sys.modules) | {m.split('.')[0] for m in sys.modules}\n"
+            "print(sorted(heavy & loaded))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "LABMEM_HOME": str(home)}, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
