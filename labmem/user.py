@@ -326,7 +326,6 @@ class UserMemory:
         return f"UserMemory(user_scope={self.user_scope!r})"
 
     def _locked(self):
-        self.directory.mkdir(parents=True, exist_ok=True)
         if self._lock is None:  # one lock object per instance: making one costs more than
             self._lock = self._lock_factory(self.directory / "user")  # taking it
         return self._lock

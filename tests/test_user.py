@@ -308,6 +308,7 @@ def test_failed_write_leaves_the_previous_file_byte_identical(tmp_path, monkeypa
         raise OSError("disk full (simulated)")
 
     monkeypatch.setattr("labmem.core.storage.os.replace", broken_replace)
+    monkeypatch.setattr("labmem.core.storage.swap_into_place", broken_replace)  # MEMORY.md
     with pytest.raises(OSError, match="disk full"):
         memory.set_preference("theme", "light", updated_at=at(2))
     monkeypatch.undo()

@@ -204,3 +204,43 @@ def test_corrupt_snapshot_is_reported(tmp_path):
     path.write_text("{half")
     with pytest.raises(CorruptionError, match="state.json"):
         read_snapshot(path)
+
+
+# -- swap_into_place: a projection rewritten without a rename over the old file -----------
+
+def test_swap_puts_the_new_file_in_place_and_removes_the_old(tmp_path):
+    from labmem.core.storage import swap_into_place
+    target, temp = tmp_path / "MEMORY.md", tmp_path / ".MEMORY.md.x.tmp"
+    target.write_text("old")
+    temp.write_text("new")
+    with open(target) as reader:  # a reader that opened the old version before the swap
+        swap_into_place(str(temp), target)
+        assert reader.read() == "old"  # keeps reading the old version, whole
+    assert target.read_text() == "new" and not temp.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["MEMORY.md"]
+
+
+def test_swap_without_an_old_file_or_without_support_renames(tmp_path, monkeypatch):
+    import labmem.core.storage as storage
+    target, temp = tmp_path / "MEMORY.md", tmp_path / ".MEMORY.md.x.tmp"
+    temp.write_text("first")
+    storage.swap_into_place(str(temp), target)  # nothing to exchange with yet
+    assert target.read_text() == "first" and not temp.exists()
+    monkeypatch.setattr(storage, "_exchange_function", lambda: None)  # not Linux
+    temp.write_text("second")
+    storage.swap_into_place(str(temp), target)
+    assert target.read_text() == "second" and not temp.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_swap_exchanges_rather_than_renames_over(tmp_path, monkeypatch):
+    """The point of it: os.replace is not called when the C library can exchange."""
+    import labmem.core.storage as storage
+    if storage._exchange_function() is None:
+        pytest.skip("this C library has no renameat2")
+    target, temp = tmp_path / "MEMORY.md", tmp_path / ".MEMORY.md.x.tmp"
+    target.write_text("old")
+    temp.write_text("new")
+    monkeypatch.setattr(storage.os, "replace", lambda *a: pytest.fail("renamed over"))
+    storage.swap_into_place(str(temp), target)
+    assert target.read_text() == "new"
