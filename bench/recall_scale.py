@@ -1007,8 +1007,9 @@ def run_cold(settings: Settings, cache: Path) -> dict:
             if engine.startswith("labmem-jsonl") and "no sidecar" not in engine:
                 # first a process that checks both files in full (no stamp yet); once they
                 # are settled that check leaves a stamp, which the timed process then uses
-                stamp_path(folder / "records.jsonl").unlink(missing_ok=True)
-                _wait_until_settled(folder / "records.jsonl", sidecar_path(folder / "records.jsonl"))
+                records = folder / "records.jsonl"
+                stamp_path(records).unlink(missing_ok=True)
+                _wait_until_settled(records, sidecar_path(records))
                 checked = run_child(["--cold-engine", engine, "--folder", str(folder),
                                      "--queries", "1"], folder / f"checked-{tag}.json")
             cold = run_child(["--cold-engine", engine, "--folder", str(folder),

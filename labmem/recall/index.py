@@ -230,7 +230,7 @@ class InMemoryTermIndex:
     def _adopt(self, sidecar, context_type) -> None:
         meta = sidecar.meta
         self._base = sidecar
-        records = self._base_records = self._persisted = self._indexed = int(meta["records"])
+        self._base_records = self._persisted = self._indexed = int(meta["records"])
         self.searched_records = int(meta["searched_records"])
         self.total_length = int(meta["total_length"])
         self._base_terms = sidecar.strings("terms")
