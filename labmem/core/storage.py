@@ -32,7 +32,13 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError
 from labmem.core.locking import FileLock
-from labmem.core.validation import MAX_JSON_DEPTH, parse_json, require_json, require_text
+from labmem.core.validation import (
+    MAX_JSON_DEPTH,
+    may_nest_deeper_than,
+    parse_json,
+    require_json,
+    require_text,
+)
 
 T = TypeVar("T")
 Decoder = Callable[[int, dict[str, Any]], T]
@@ -98,7 +104,7 @@ def encode_json_line(record: dict[str, Any]) -> bytes:
 def _may_nest_too_deep(text: str | None) -> bool:
     """Cheap: could ``text`` nest past the core's bound? Only then is the value walked
     (:func:`labmem.core.validation.require_json`); ``None`` means the encoder recursed."""
-    return text is None or text.count("[") + text.count("{") > MAX_JSON_DEPTH
+    return text is None or may_nest_deeper_than(text, MAX_JSON_DEPTH)
 
 
 def fsync_directory(directory: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import accumulate
 from typing import Any
 
 from labmem.core.errors import InvalidInputError
@@ -148,6 +149,44 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 _SCAN_ONCE = _DECODER.scan_once
 
 
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+# what may stand outside a string in JSON text, besides brackets (removed before counting)
+_NOT_BRACKETS = str.maketrans("", "", "0123456789+-.eE:, \t\n\rtruefalsn")
+
+
+def json_text_depth(text: str) -> int:
+    """How deeply the arrays and objects of valid JSON ``text`` nest (0 for a scalar),
+    read from the text, not by walking the decoded value: so a large, flat document (a
+    snapshot of 100k records has far more than 100 brackets) is checked in milliseconds.
+    Escaped backslashes and quotes are dropped first, so every remaining ``"`` opens or
+    closes a string; a bracket counts when an even number of quotes precede it.
+    """
+    if "\\" in text:
+        text = text.replace("\\\\", "").replace('\\"', "")
+    if len(text) < _VECTOR_FROM:
+        outside = "".join(text.split('"')[::2]).translate(_NOT_BRACKETS)
+        return max(accumulate(map(_DEPTH_STEP.__getitem__, outside)), default=0)
+    import numpy as np  # only for large documents: most processes never need it here
+
+    chars = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    inside = np.cumsum(chars == ord('"'), dtype=np.int64) & 1
+    step = ((chars == ord("[")) | (chars == ord("{"))).astype(np.int8)
+    step -= (chars == ord("]")) | (chars == ord("}"))
+    step[inside == 1] = 0
+    return max(int(np.cumsum(step, dtype=np.int64).max()), 0)
+
+
+_VECTOR_FROM = 1 << 16
+
+
+def may_nest_deeper_than(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Could valid JSON ``text`` nest past ``max_depth``? Exact, and free for short text
+    (each level takes two characters and at least one bracket)."""
+    if len(text) <= 2 * max_depth or text.count("[") + text.count("{") <= max_depth:
+        return False
+    return json_text_depth(text) > max_depth
+
+
 def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Decode stored JSON text (bytes are UTF-8), refusing what could never be written.
 
@@ -156,8 +195,9 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     deeper than ``max_depth`` (``json.loads`` alone would raise ``RecursionError`` for a
     deep enough line) and a lone surrogate in the decoded value.
 
-    Cheap on what labmem writes: the decoded value is walked only when the text has more
-    than ``max_depth`` brackets or a ``\\u`` escape (the only way a surrogate gets in).
+    Cheap on what labmem writes: the decoded value is walked only when the text nests too
+    deep (:func:`may_nest_deeper_than`) or has a ``\\u`` escape (the only way a surrogate
+    gets in).
     """
     if isinstance(text, (bytes, bytearray)):
         text = text.decode("utf-8")  # UnicodeDecodeError is a ValueError
@@ -170,9 +210,8 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
             value = _DECODER.decode(text)  # json.JSONDecodeError is a ValueError
     except RecursionError:
         raise ValueError(too_deep(max_depth)) from None
-    # (each level takes two characters, "[]"; a surrogate can only come from a "\\u")
-    if (len(text) > 2 * max_depth and text.count("[") + text.count("{") > max_depth) or (
-            "\\" in text and "\\u" in text):
+    # (a surrogate can only come from a "\\u")
+    if ("\\" in text and "\\u" in text) or may_nest_deeper_than(text, max_depth):
         found = json_problem(value, "document", max_depth=max_depth)
         if found is not None:
             path, problem = found
