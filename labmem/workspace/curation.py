@@ -25,7 +25,7 @@ import functools
 import hashlib
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,8 +43,8 @@ from labmem.workspace.facts import (
 )
 
 __all__ = ["DistillPolicy", "DistillReport", "CuratedEntry", "Candidate", "ConflictCase",
-           "Resolution", "CuratedState", "RivalVerdict", "distill_facts", "apply_resolution",
-           "is_promotable", "judge_rivals"]
+           "Resolution", "CuratedState", "RivalVerdict", "distill_facts", "fold_facts",
+           "apply_resolution", "is_promotable", "judge_rivals"]
 
 ACTIVE, SUPERSEDED = "active", "superseded"
 
@@ -58,6 +58,18 @@ normalize_text = functools.lru_cache(maxsize=1 << 16)(_normalize_text)
 _in_order = operator.attrgetter("recorded_at", "line")
 OPEN, RESOLVED = "open", "resolved"
 KEEP, SUPERSEDE, CONFLICT = "keep", "supersede", "conflict"
+# (``map`` with these walks a group's facts in C)
+_importance = operator.attrgetter("importance")
+_fact_id = operator.attrgetter("fact_id")
+_evidence = operator.attrgetter("evidence")
+
+
+def _evidence_union(facts: Sequence[Fact]) -> set[str]:
+    """Every fact's :attr:`Fact.evidence_ids`, as one set."""
+    evidence = list(map(_evidence, facts))
+    if all(evidence):  # the common case: each fact names its evidence
+        return set().union(*evidence)
+    return set().union(*(f.evidence_ids for f in facts))
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
@@ -158,15 +170,18 @@ class CuratedEntry:
 
     def merged(self, facts: list[Fact]) -> CuratedEntry:
         """This entry with more facts of the same content folded in."""
+        return self._absorbed(_Group.of(facts)) if facts else self
+
+    def _absorbed(self, group: _Group) -> CuratedEntry:
+        """:meth:`merged` with the group's facts already summed up."""
         return replace(
             self,
-            importance=max([self.importance, *(f.importance for f in facts)]),
-            evidence_ids=tuple(sorted(set(self.evidence_ids).union(
-                *(f.evidence_ids for f in facts)))),
-            fact_ids=tuple(sorted(set(self.fact_ids).union(f.fact_id for f in facts))),
-            occurrences=self.occurrences + len(facts),
-            first_recorded_at=min([self.first_recorded_at, *(f.recorded_at for f in facts)]),
-            last_recorded_at=max([self.last_recorded_at, *(f.recorded_at for f in facts)]),
+            importance=max(self.importance, group.importance),
+            evidence_ids=tuple(sorted(group.evidence.union(self.evidence_ids))),
+            fact_ids=tuple(sorted(set(self.fact_ids).union(group.fact_ids))),
+            occurrences=self.occurrences + len(group.facts),
+            first_recorded_at=min(self.first_recorded_at, group.first_order[0]),
+            last_recorded_at=max(self.last_recorded_at, group.last),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,15 +210,57 @@ class CuratedEntry:
         )
 
 
-def _new_entry(entry_id: str, facts: list[Fact], *, memory_key: str | None = None,
+def _new_entry(entry_id: str, facts: list[Fact] | _Group, *, memory_key: str | None = None,
                revision: int | None = None, supersedes: str | None = None) -> CuratedEntry:
-    first = min(facts, key=_in_order)
+    group = facts if isinstance(facts, _Group) else _Group.of(facts)
+    first = group.first  # the earliest fact gives the entry its wording
     empty = CuratedEntry(entry_id=entry_id, kind=first.kind, content=first.content,
                         memory_key=memory_key, revision=revision, status=ACTIVE,
                         importance=first.importance, evidence_ids=(), fact_ids=(),
                         occurrences=0, first_recorded_at=first.recorded_at,
                         last_recorded_at=first.recorded_at, supersedes=supersedes)
-    return empty.merged(facts)
+    return empty._absorbed(group)
+
+
+class _Group:
+    """Facts of one value, summed up in one walk: what an entry takes from them.
+
+    A group's facts lie all over the history (and all over memory): one walk that takes
+    every sum costs less than a walk per sum (highest importance, evidence, first fact,
+    last time, ids).
+    """
+
+    __slots__ = ("facts", "importance", "evidence", "first", "first_order", "last")
+
+    def __init__(self, fact: Fact) -> None:
+        self.facts = [fact]
+        self.importance = fact.importance
+        self.evidence = set(fact.evidence_ids)
+        self.first = fact  # the earliest by Fact.order: (time, line) within a day's file
+        self.first_order = (fact.recorded_at, fact.line)
+        self.last = fact.recorded_at
+
+    def add(self, fact: Fact) -> None:
+        self.facts.append(fact)
+        if fact.importance > self.importance:
+            self.importance = fact.importance
+        self.evidence.update(fact.evidence or fact.evidence_ids)
+        at = fact.recorded_at
+        if at <= self.first_order[0] and (at, fact.line) < self.first_order:
+            self.first, self.first_order = fact, (at, fact.line)
+        if at > self.last:
+            self.last = at
+
+    @property
+    def fact_ids(self) -> Iterator[str]:
+        return map(_fact_id, self.facts)
+
+    @classmethod
+    def of(cls, facts: Sequence[Fact]) -> _Group:
+        group = cls(facts[0])
+        for fact in facts[1:]:
+            group.add(fact)
+        return group
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -383,7 +440,7 @@ class _Tally:
 
 def _strength(facts: Iterable[Fact]) -> int:
     """Independent evidence: distinct evidence ids, not the number of lines."""
-    return len(set().union(*(f.evidence_ids for f in facts)))
+    return len(_evidence_union(facts if isinstance(facts, (list, tuple)) else list(facts)))
 
 
 def is_promotable(facts: Sequence[Fact], policy: DistillPolicy) -> bool:
@@ -394,8 +451,13 @@ def is_promotable(facts: Sequence[Fact], policy: DistillPolicy) -> bool:
     logged twice is one piece of evidence, not a repeat). Age and kind are checked before
     a fact reaches a group; this is only the "proven itself" part of the rule.
     """
-    return (max(f.importance for f in facts) >= policy.minimum_importance
-            or _strength(facts) >= policy.repeat_threshold)
+    return _qualifies(max(map(_importance, facts)), lambda: _strength(facts), policy)
+
+
+def _qualifies(importance: int, strength: Callable[[], int], policy: DistillPolicy) -> bool:
+    """:func:`is_promotable` on a group's sums: its highest importance, and (asked only
+    when that is not enough) its number of distinct evidence ids."""
+    return importance >= policy.minimum_importance or strength() >= policy.repeat_threshold
 
 
 @dataclass(frozen=True)
@@ -453,6 +515,15 @@ def judge_rivals(rivals: Sequence[Fact], newer_than: datetime,
 def distill_facts(state: CuratedState, facts: Iterable[Fact], *, policy: DistillPolicy,
                   as_of: datetime) -> tuple[CuratedState, DistillReport]:
     """Fold the scanned ``facts`` into ``state``; return the new state and the report."""
+    new_state, report, _ = fold_facts(state, facts, policy=policy, as_of=as_of)
+    return new_state, report
+
+
+def fold_facts(state: CuratedState, facts: Iterable[Fact], *, policy: DistillPolicy,
+               as_of: datetime) -> tuple[CuratedState, DistillReport, list[Fact]]:
+    """:func:`distill_facts`, and the eligible facts that are not curated after it
+    (skipped, stale, frozen or in a conflict), so that a caller need not look at every
+    fact again to find them."""
     cutoff = policy.cutoff(as_of)
     entries = dict(state.entries)
     conflicts = dict(state.conflicts)
@@ -477,22 +548,25 @@ def distill_facts(state: CuratedState, facts: Iterable[Fact], *, policy: Distill
     for (kind, content), same_text in by_text.items():
         unkeyed[group_id(kind, content)] += same_text
 
+    uncurated: list[Fact] = []  # may still be curated: checked against the state below
     for entry_id in sorted(unkeyed):
-        group = unkeyed[entry_id]
+        group = _Group.of(unkeyed[entry_id])  # its sums, in one walk over its facts
         if entry_id in entries:
-            entries[entry_id] = entries[entry_id].merged(group)
+            entries[entry_id] = entries[entry_id]._absorbed(group)
             tally.updated.add(entry_id)
-        elif is_promotable(group, policy):
+        elif _qualifies(group.importance, group.evidence.__len__, policy):
             entries[entry_id] = _new_entry(entry_id, group)
             tally.created.add(entry_id)
         else:
-            tally.skipped += len(group)
+            tally.skipped += len(group.facts)
+            uncurated += group.facts
 
     active_by_key = {e.memory_key: e for e in entries.values()
                      if e.memory_key is not None and e.status == ACTIVE}
     held_keys = {c.memory_key for c in conflicts.values() if c.status == OPEN}
     for key in sorted(keyed):
         facts_of_key = sorted(keyed[key], key=_in_order)
+        uncurated += facts_of_key
         if key in held_keys:
             tally.skipped += len(facts_of_key)  # frozen until a human resolves it
             continue
@@ -505,7 +579,8 @@ def distill_facts(state: CuratedState, facts: Iterable[Fact], *, policy: Distill
         scanned=scanned, eligible=eligible, created=len(tally.created),
         updated=len(tally.updated - tally.created), skipped=tally.skipped,
         superseded=len(tally.superseded), conflicts=held, stale=tally.stale)
-    return new_state, report
+    now_curated = new_state.curated_fact_ids()
+    return new_state, report, [f for f in uncurated if f.fact_id not in now_curated]
 
 
 def _fold_key(key: str, facts: list[Fact], active: CuratedEntry | None,
@@ -519,23 +594,31 @@ def _fold_key(key: str, facts: list[Fact], active: CuratedEntry | None,
             # fact of the same value was stale against that revision, and stays stale
             floor = None if active.supersedes is None else \
                 entries[active.supersedes].last_recorded_at
-            same = [f for f in pending
-                    if normalize_text(f.content) == normalize_text(active.content)
-                    and (floor is None or f.recorded_at > floor)]
+            value = normalize_text(active.content)
+            same: list[Fact] = []
+            rivals: list[Fact] = []  # (one pass: fact ids are unique in the logs)
+            for f in pending:
+                if normalize_text(f.content) == value and (floor is None or
+                                                           f.recorded_at > floor):
+                    same.append(f)
+                else:
+                    rivals.append(f)
             if same:
                 active = active.merged(same)
                 entries[active.entry_id] = active
                 if active.entry_id not in tally.created:
                     tally.updated.add(active.entry_id)
-            same_ids = {f.fact_id for f in same}
-            rivals = [f for f in pending if f.fact_id not in same_ids]
             verdict = judge_rivals(rivals, newer_than=active.last_recorded_at,
                                    threshold=policy.supersession_repeat_threshold)
             tally.stale += len(verdict.stale)
             stale_ids = set(verdict.stale)
-            pending = [f for f in rivals if f.fact_id not in stale_ids]
-            groups = _by_value(pending)
+            pending = [f for f in rivals if f.fact_id not in stale_ids] if stale_ids \
+                else rivals
             outcome, strongest = verdict.outcome, verdict.values
+            if outcome == KEEP:
+                tally.skipped += len(pending)
+                return
+            groups = _by_value(pending)
         else:
             groups = _first_to_qualify(pending, policy)  # the key's first value
             outcome, strongest = _outcome(groups)

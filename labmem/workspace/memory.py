@@ -26,24 +26,60 @@ how many of them were eligible), the facts that were eligible but are not curate
 a key frozen by a conflict), and how many facts each key holds that can never count
 again (older than its active revision: *stale* for good). A distill folds the pending
 facts with the lines appended since the cursors — the same result, state and report, as
-folding every line again. A distill with nothing new (same policy and cutoff, no daily
-log grown, no new resolution, MEMORY.md intact) reads only the cursors and ``stat`` s the
-daily files. A new policy, or an earlier cutoff, reads everything again.
+folding every line again. A new policy, or an earlier cutoff, reads everything again.
+
+A distill with nothing new (same policy and cutoff, no daily log grown, no new
+resolution, MEMORY.md intact) reads the first lines of curated.json and ``stat`` s three
+paths — ``daily/``, ``resolutions.jsonl``, ``MEMORY.md`` — and nothing else: its cost is
+flat in the history. What tells it that no log grew is a *marker*, the mtime of the
+``daily/`` directory:
+
+* every ``append_fact`` bumps it (``os.utime``) under the workspace lock, *before* the
+  line is written — a process killed between the two costs one full check, never a missed
+  fact — and creating a daily file bumps it anyway;
+* the distill that writes the cursors reads it before listing the logs and records it in
+  the same atomic write (only such a distill: a resolution that rewrites curated.json with
+  the cursors it found drops the marker, and the next distill checks every file);
+* a distill with nothing new trusts the logs when the marker is the recorded one *and* was
+  already older than curated.json when that was written (curated.json's own mtime). This
+  is the "racy git" rule: timestamps are coarse (a tick of a few ms, or a second on some
+  filesystems), so an append in the same tick as the recorded marker can leave it
+  unchanged; such a marker is not trusted, and each daily file's size is compared with its
+  cursor, as before (one ``stat`` each). An append after curated.json was written bumps
+  the marker to at least curated.json's time, so it always differs from a marker older
+  than that.
+
+What the marker does not cover: bytes written into a daily file behind the library's back
+(a hand edit, a restore that keeps the directory's mtime), and a wall clock set back so
+far that a bump lands exactly on the recorded value. The cursors never trusted such files
+either (a same-size edit was never seen). The bump is not ``fsync``ed on its own; on
+filesystems that do not journal metadata in order, a power cut could keep a fact's line
+but lose its bump: that fact then waits for the next append, or the next distill with
+other arguments, which read every log grown since its cursor.
+
+MEMORY.md is vouched for the same way: each distill dates it 1 ns before curated.json
+(``os.utime``), a date no later write of it can carry, and records its size; a distill
+with nothing new that finds both trusts it, and hashes it otherwise (a hand edit, or a
+filesystem that rounds the nanosecond away). A hand edit in the microseconds between the
+library's write of MEMORY.md and its stamp would be taken as intact.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import heapq
 import json
+import operator
 import os
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.core.errors import InvalidInputError, validated_as
@@ -51,7 +87,7 @@ from labmem.core.provenance import MemorySource, scope_digest
 from labmem.core.storage import (
     JsonlLog,
     LockFactory,
-    encode_snapshot,
+    encode_json_line,
     file_lock,
     read_snapshot,
     write_snapshot,
@@ -68,7 +104,7 @@ from labmem.workspace.curation import (
     DistillReport,
     Resolution,
     apply_resolution,
-    distill_facts,
+    fold_facts,
 )
 from labmem.workspace.facts import (
     MAX_CONTENT_CHARS,
@@ -97,11 +133,15 @@ __all__ = ["WorkspaceMemory", "WorkspaceConflictError", "StaleResolutionError",
            "RESOLUTION_BOUNDARIES"]
 
 IDENTITY_FORMAT = "labmem.workspace/v1"
-CURATED_FORMAT = "labmem.workspace.curated/v2"  # v1 + the distill cursors
-LEGACY_CURATED_FORMAT = "labmem.workspace.curated/v1"  # read; the next distill reads all
+CURATED_FORMAT = "labmem.workspace.curated/v3"  # v1 + the distill cursors and marker
+#: read (the entries and conflicts); the next distill reads every daily file again
+LEGACY_CURATED_FORMATS = ("labmem.workspace.curated/v1", "labmem.workspace.curated/v2")
+RECORDS = ("entries", "conflicts", "pending")  # curated.json members with a line per item
 MAX_ACTOR_CHARS = 200
 MAX_RATIONALE_CHARS = 2_000
 MAX_RECENT_LIMIT = 1_000
+
+_kind = operator.attrgetter("kind")
 
 #: The durable steps of :meth:`WorkspaceMemory.resolve_conflict`, in order; crash tests
 #: stop a child process at each of them.
@@ -142,6 +182,9 @@ class _Cursors:
     that are not curated and can still count. ``dead``: per key, the eligible facts of the
     cursored files that can never count again (not newer than the key's active revision).
     ``report``: what a distill with nothing new would report (``None``: run the fold).
+    ``marker``: the ``daily/`` directory's mtime (ns) when the distill that wrote these
+    cursors listed the logs; ``None`` when a later write kept the cursors without listing
+    them again (then the next distill with nothing new checks each file).
     """
 
     policy: dict[str, Any]
@@ -150,41 +193,102 @@ class _Cursors:
     open_file: list[Any] | None = None
     resolutions: int = 0
     memory_md: str = ""
+    memory_md_bytes: int = 0
     report: dict[str, int] | None = None
     pending: list[Fact] = field(default_factory=list)
     dead: dict[str, int] = field(default_factory=dict)
+    marker: int | None = None
 
     def header(self) -> dict[str, Any]:
+        """The ``distill`` member: small, so a distill with nothing new parses only it."""
         return {"policy": self.policy, "cutoff": format_timestamp(self.cutoff),
-                "files": self.files, "open_file": self.open_file,
+                "marker": self.marker, "open_file": self.open_file,
                 "resolutions": self.resolutions, "memory_md": self.memory_md,
-                "report": self.report}
+                "memory_md_bytes": self.memory_md_bytes, "report": self.report}
 
     @classmethod
-    def from_document(cls, header: Mapping[str, Any], pending: Sequence[Any],
-                      dead: Mapping[str, Any]) -> _Cursors:
+    def from_document(cls, header: Mapping[str, Any], files: Mapping[str, Any],
+                      pending: Sequence[Any], dead: Mapping[str, Any]) -> _Cursors:
+        marker = header["marker"]
+        if marker is not None and type(marker) is not int:
+            raise ValueError(f"marker {marker!r} is not a time in nanoseconds")
         return cls(policy=dict(header["policy"]),
                    cutoff=parse_timestamp(header["cutoff"], field="cutoff"),
-                   files={str(k): [int(n) for n in v] for k, v in header["files"].items()},
+                   files={str(k): [int(n) for n in v] for k, v in files.items()},
                    open_file=header["open_file"], resolutions=int(header["resolutions"]),
-                   memory_md=str(header["memory_md"]), report=header["report"],
+                   memory_md=str(header["memory_md"]),
+                   memory_md_bytes=int(header["memory_md_bytes"]), report=header["report"],
                    pending=[decode_fact({**f, "schema_version": SCHEMA_VERSION}, f["line"])
                             for f in pending],
-                   dead={str(k): int(v) for k, v in dead.items()})
+                   dead={str(k): int(v) for k, v in dead.items()}, marker=marker)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _digest(text: str | bytes) -> str:
+    """What MEMORY.md's header entry holds: the SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
 
 
-def _header_line(line: bytes) -> tuple[str, Any] | None:
-    """One ``"name":value,`` line of a document written by ``encode_snapshot``."""
+@contextmanager
+def _paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside: a first distill decodes 100k facts into
+    acyclic objects that all stay alive, and each batch of them made the collector walk
+    every one before (a third of the distill). The same helper as the memory service's
+    index (``labmem.mmu.index.paused_gc``); a layer may not import another's internals."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        member = json.loads(b"{" + line.rstrip(b",") + b"}")
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return next(iter(member.items())) if isinstance(member, dict) and len(member) == 1 \
-        else None
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _encode_document(document: Mapping[str, Any]) -> str:
+    """curated.json as ``encode_snapshot(document, records=RECORDS)`` writes it (the C
+    encoder, one record per line), each record checked on its own by
+    :func:`encode_json_line`: ``encode_snapshot`` checks the nesting of the document as
+    a whole, and a large curated view holds more than 100 brackets in total, so it walked
+    every entry in Python on every write."""
+    members = []
+    for name, value in document.items():
+        if name in RECORDS and isinstance(value, list) and value:
+            body = b"[\n" + b",\n".join(encode_json_line(v)[:-1] for v in value) + b"\n]"
+        elif isinstance(value, dict):
+            body = encode_json_line(value)[:-1]
+        else:  # a string, a number or null
+            body = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        members.append(json.dumps(name, ensure_ascii=False).encode("utf-8") + b":" + body)
+    return (b"{\n" + b",\n".join(members) + b"\n}\n").decode("utf-8")
+
+
+class _Head:
+    """The first lines of curated.json (``encode_snapshot``'s layout: ``{``, then one
+    ``"name":value,`` line per header member), read only as far as they are asked for."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self._buffer = b""
+        self._chunk = 4096  # the distill member fits; the per-file cursors come next
+
+    def member(self, index: int, name: str) -> Any:
+        """The value of header line ``index`` (1-based after ``{``) if it is ``name``,
+        else the ``KeyError`` that sends the caller to the full read."""
+        while self._buffer.count(b"\n") <= index:
+            chunk = self._handle.read(self._chunk)
+            if not chunk:
+                raise KeyError(name)
+            self._buffer += chunk
+            self._chunk *= 4
+        lines = self._buffer.split(b"\n", index + 1)
+        if lines[0] != b"{":
+            raise KeyError(name)
+        try:
+            member = json.loads(b"{" + lines[index].rstrip(b",") + b"}")
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError included
+            raise KeyError(name) from None
+        if not isinstance(member, dict) or list(member) != [name]:
+            raise KeyError(name)
+        return member[name]
 
 
 class WorkspaceMemory:
@@ -206,9 +310,13 @@ class WorkspaceMemory:
         self.resolutions_path = self.directory / "resolutions.jsonl"
         self.memory_md_path = self.directory / "MEMORY.md"
         self._lock = lock_factory(self.directory / "workspace")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            self.workspace_id = self._identify(workspace_id)
+        doc = read_snapshot(self.identity_path, corruption_error=WorkspaceCorruptionError)
+        if doc is None:  # written once, atomically: only its creation needs the lock
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with self._lock:
+                self.workspace_id = self._identify(workspace_id)
+        else:
+            self.workspace_id = self._identify(workspace_id, doc)
         self.workspace_scope = scope_digest(self.workspace_id, field="workspace_id")
         self._logs: dict[str, JsonlLog[Fact]] = {}  # day file name → follower for appends
         self._index: dict[str, Fact] | None = None  # fact id → fact, built on first need
@@ -222,9 +330,11 @@ class WorkspaceMemory:
 
     # -- identity ---------------------------------------------------------------------
 
-    def _identify(self, workspace_id: str | None) -> str:
-        """Read the stored workspace id, or store the given (or a new random) one."""
-        doc = read_snapshot(self.identity_path, corruption_error=WorkspaceCorruptionError)
+    def _identify(self, workspace_id: str | None, doc: Any = None) -> str:
+        """Check the stored workspace id (``doc``, or read it now), or store the given
+        (or a new random) one."""
+        if doc is None:
+            doc = read_snapshot(self.identity_path, corruption_error=WorkspaceCorruptionError)
         if doc is None:
             chosen = workspace_id if workspace_id is not None else uuid.uuid4().hex
             created = _timestamp(self.clock.now(), "clock.now()")
@@ -303,6 +413,7 @@ class WorkspaceMemory:
                 if stored.payload() == fact.payload():
                     return stored
                 raise WorkspaceDuplicateError(fact_id)
+            self._mark_daily_changed()
             log.append(fact.to_record(self.workspace_scope))
             self._remember([fact])
         return fact
@@ -366,7 +477,7 @@ class WorkspaceMemory:
 
     def _check_header(self, fmt: Any, scope: Any) -> None:
         self._check_scope(self.curated_path.name, self.curated_path.name, scope)
-        if fmt not in (CURATED_FORMAT, LEGACY_CURATED_FORMAT):
+        if fmt != CURATED_FORMAT and fmt not in LEGACY_CURATED_FORMATS:
             raise WorkspaceCorruptionError(self.curated_path.name, None,
                                            f"format is {fmt!r}, expected {CURATED_FORMAT!r}")
 
@@ -382,7 +493,7 @@ class WorkspaceMemory:
             state = CuratedState.from_dict(doc)
             header = doc.get("distill") if doc["format"] == CURATED_FORMAT else None
             cursors = None if header is None else _Cursors.from_document(
-                header, doc["pending"], doc["dead"])
+                header, doc["files"], doc["pending"], doc["dead"])
         except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
             raise WorkspaceCorruptionError(self.curated_path.name, None,
                                            f"bad curated document ({exc!r})") from None
@@ -390,19 +501,24 @@ class WorkspaceMemory:
 
     def _document(self, state: CuratedState, cursors: _Cursors | None) -> dict[str, Any]:
         """curated.json: the header lines first (a distill with nothing new reads only
-        those), then one entry, conflict and pending fact per line."""
+        the first three, and the per-file cursors on the fourth when the marker cannot
+        vouch for the logs), then one entry, conflict and pending fact per line."""
         return {"format": CURATED_FORMAT, "workspace_scope": self.workspace_scope,
                 "distill": None if cursors is None else cursors.header(),
+                "files": {} if cursors is None else cursors.files,
                 **state.to_dict(),
                 "pending": [] if cursors is None else
                 [{**f.to_dict(), "line": f.line} for f in cursors.pending],
                 "dead": {} if cursors is None else dict(sorted(cursors.dead.items()))}
 
     def _write_document(self, state: CuratedState, cursors: _Cursors | None) -> None:
+        """Write curated.json with cursors kept from an earlier distill (a resolution):
+        the marker is dropped, since only a distill that lists the logs may record it."""
         if cursors is not None:  # the digest of the MEMORY.md that shows this state
-            cursors.memory_md = _digest(render_memory_md(self.workspace_scope, state))
-        write_text_atomic(self.curated_path, encode_snapshot(
-            self._document(state, cursors), records=("entries", "conflicts", "pending")))
+            shown = render_memory_md(self.workspace_scope, state).encode("utf-8")
+            cursors.memory_md, cursors.memory_md_bytes = _digest(shown), len(shown)
+            cursors.marker = None
+        write_text_atomic(self.curated_path, _encode_document(self._document(state, cursors)))
 
     def _settled(self, state: CuratedState) -> CuratedState:
         """``state`` with every audited resolution applied (repairs a crashed resolve)."""
@@ -413,19 +529,41 @@ class WorkspaceMemory:
         return state
 
     def _store(self, after: CuratedState, cursors: _Cursors | None,
-               stored: dict[str, Any] | None) -> None:
+               stored: dict[str, Any] | None, *, listed: bool = False) -> None:
         """Write curated.json only when it changes, then make MEMORY.md match it.
 
         ``stored`` is the document as read; ``cursors`` are kept (a resolution or a repair
-        clears their ``report``: the next distill runs the fold).
+        clears their ``report``: the next distill runs the fold). ``listed``: the cursors
+        come from a distill that listed the logs just now; other cursors lose their marker
+        when the document is rewritten — the racy-timestamp rule compares the marker with
+        curated.json's mtime, which must be the time the marker was read.
         """
         text = render_memory_md(self.workspace_scope, after)
         if cursors is not None:
-            cursors.memory_md = _digest(text)
-        if stored is None or self._document(after, cursors) != stored:
-            write_text_atomic(self.curated_path, encode_snapshot(
-                self._document(after, cursors), records=("entries", "conflicts", "pending")))
+            shown = text.encode("utf-8")
+            cursors.memory_md, cursors.memory_md_bytes = _digest(shown), len(shown)
+        document = self._document(after, cursors)
+        if stored is None or document != stored:
+            if cursors is not None and not listed and cursors.marker is not None:
+                cursors.marker = None
+                document = self._document(after, cursors)
+            write_text_atomic(self.curated_path, _encode_document(document))
         self._project(after, text)
+        if cursors is not None:
+            self._stamp_memory_md()
+
+    def _stamp_memory_md(self) -> None:
+        """Date MEMORY.md (just written, or just read and found equal to the projection)
+        1 ns before curated.json. Any later write of it — a hand edit, another library
+        call — carries a later time, so a distill with nothing new that finds this exact
+        time (and the recorded size) knows MEMORY.md is intact without hashing it; any
+        other time sends it to the digest. (A filesystem that cannot store the nanosecond
+        rounds it away: then every such distill hashes.)"""
+        try:
+            written = os.stat(self.curated_path).st_mtime_ns
+            os.utime(self.memory_md_path, ns=(written - 1, written - 1))
+        except OSError:
+            pass  # (best effort: the digest still decides)
 
     def _project(self, state: CuratedState, text: str | None = None) -> str:
         if text is None:
@@ -474,40 +612,84 @@ class WorkspaceMemory:
             report = self._nothing_new(policy, at)
             if report is not None:
                 return report
-            before, cursors, stored = self._load_document()
-            state = self._settled(before)
-            after, report, cursors = self._distill(state, cursors, policy, at, last_day)
-            self._store(after, cursors, stored)
+            with _paused_gc():
+                before, cursors, stored = self._load_document()
+                state = self._settled(before)
+                after, report, cursors = self._distill(state, cursors, policy, at, last_day)
+                self._store(after, cursors, stored, listed=True)
         return report
 
     def _nothing_new(self, policy: DistillPolicy, as_of: datetime) -> DistillReport | None:
         """The report of a distill that would change nothing, read from the cursors alone
-        (the header lines of curated.json and a ``stat`` per daily file); else ``None``."""
-        header = self._read_header()
-        if header is None or header.get("report") is None:
-            return None
-        cutoff = policy.cutoff(as_of)
+        (the header lines of curated.json and three ``stat`` calls); else ``None``.
+
+        The logs are unchanged when the ``daily/`` marker is the one recorded and was
+        already older than curated.json when that was written (see the module notes);
+        otherwise each daily file's size is checked against its cursor.
+        """
         try:
-            if header["policy"] != policy.to_dict() or \
-                    parse_timestamp(header["cutoff"], field="cutoff") != cutoff:
-                return None
-            if not self._logs_unchanged(header["files"], header["open_file"], cutoff.date()):
-                return None
+            handle = open(self.curated_path, "rb")
+        except FileNotFoundError:
+            return None
+        with handle:
+            written = os.fstat(handle.fileno()).st_mtime_ns
+            head = _Head(handle)
             try:
-                audited = self.resolutions_path.stat().st_size
-            except FileNotFoundError:
-                audited = 0
-            if audited != header["resolutions"]:
-                return None
-            try:
-                shown = self.memory_md_path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                return None
-            if _digest(shown) != header["memory_md"]:
-                return None
-            return DistillReport(**header["report"])
-        except (KeyError, TypeError, ValueError, AttributeError, InvalidInputError):
-            return None  # an unexpected header: the fold reads and checks everything
+                self._check_header(head.member(1, "format"), head.member(2, "workspace_scope"))
+                header = head.member(3, "distill")
+                if header is None or header["report"] is None or \
+                        header["policy"] != policy.to_dict():
+                    return None
+                cutoff = policy.cutoff(as_of)
+                if parse_timestamp(header["cutoff"], field="cutoff") != cutoff:
+                    return None
+                try:
+                    audited = os.stat(self.resolutions_path).st_size
+                except FileNotFoundError:
+                    audited = 0
+                if audited != header["resolutions"]:
+                    return None
+                marker = header["marker"]
+                if type(marker) is not int or marker >= written or \
+                        marker != self._daily_marker():
+                    if not self._logs_unchanged(head.member(4, "files"),
+                                                header["open_file"], cutoff.date()):
+                        return None
+                if not self._memory_md_intact(header, written):
+                    return None
+                return DistillReport(**header["report"])
+            except (KeyError, TypeError, ValueError, AttributeError, InvalidInputError):
+                return None  # an unexpected header: the fold reads and checks everything
+
+    def _memory_md_intact(self, header: Mapping[str, Any], written: int) -> bool:
+        """Is MEMORY.md the projection the header describes? Its stamp and size say so
+        (see :meth:`_stamp_memory_md`), else its digest decides."""
+        try:
+            shown = os.stat(self.memory_md_path)
+        except FileNotFoundError:
+            return False
+        if shown.st_mtime_ns == written - 1 and shown.st_size == header["memory_md_bytes"]:
+            return True
+        try:
+            with open(self.memory_md_path, "rb") as handle:
+                return _digest(handle.read()) == header["memory_md"]
+        except FileNotFoundError:
+            return False
+
+    def _daily_marker(self) -> int | None:
+        """The change marker of the daily logs: the ``daily/`` directory's mtime (ns)."""
+        try:
+            return os.stat(self.daily_dir).st_mtime_ns
+        except FileNotFoundError:
+            return None
+
+    def _mark_daily_changed(self) -> None:
+        """Bump the marker, *before* a fact is appended (a crash between the two costs
+        one per-file check, never a missed fact). Creating a file bumps it too."""
+        try:
+            os.utime(self.daily_dir)
+        except FileNotFoundError:
+            pass  # the append creates the directory: a marker no cursor recorded
 
     def _logs_unchanged(self, files: Mapping[str, list[int]], open_file: list[Any] | None,
                         last_day: date) -> bool:
@@ -542,28 +724,6 @@ class WorkspaceMemory:
         finally:
             os.close(directory)
 
-    def _read_header(self) -> dict[str, Any] | None:
-        """The ``distill`` member of curated.json, read from its first lines only."""
-        try:
-            handle = open(self.curated_path, "rb")
-        except FileNotFoundError:
-            return None
-        with handle:
-            head = b""
-            while head.count(b"\n") < 4:
-                chunk = handle.read(1 << 16)
-                if not chunk:
-                    return None
-                head += chunk
-        lines = head.split(b"\n", 4)
-        members = [_header_line(line) for line in lines[1:4]]
-        if lines[0] != b"{" or None in members or \
-                [name for name, _ in members] != ["format", "workspace_scope", "distill"]:
-            return None
-        self._check_header(members[0][1], members[1][1])
-        header = members[2][1]
-        return header if isinstance(header, dict) else None
-
     def _distill(self, state: CuratedState, cursors: _Cursors | None, policy: DistillPolicy,
                  as_of: datetime, last_day: date
                  ) -> tuple[CuratedState, DistillReport, _Cursors]:
@@ -576,6 +736,7 @@ class WorkspaceMemory:
         cutoff = policy.cutoff(as_of)
         if cursors is None or cursors.policy != policy.to_dict() or cutoff < cursors.cutoff:
             cursors = _Cursors(policy.to_dict(), cutoff)  # read everything again
+        marker = self._daily_marker()  # before the listing: a later change is seen next time
         stable = policy.stable_kinds
         kept_dead = dict(cursors.dead)
         files: dict[str, list[int]] = {}
@@ -592,7 +753,7 @@ class WorkspaceMemory:
             new = log.refresh()
             candidates += new
             if day < last_day:
-                counted += sum(1 for f in new if f.kind in stable)
+                counted += sum(map(stable.__contains__, map(_kind, new)))  # (in C)
                 files[path.name] = [log.offset, log.line_count, counted]
                 eligible += counted
             else:
@@ -600,10 +761,9 @@ class WorkspaceMemory:
                 eligible += sum(1 for f in new if f.kind in stable and f.recorded_at <= cutoff)
             scanned += log.line_count
         held_before = {c.memory_key for c in state.conflicts.values() if c.status == OPEN}
-        after, folded = distill_facts(state, candidates, policy=policy, as_of=as_of)
+        after, folded, uncurated = fold_facts(state, candidates, policy=policy, as_of=as_of)
 
         # what stays: the eligible facts that are not curated, pending or dead for good
-        curated = after.curated_fact_ids()
         active = {e.memory_key: e for e in after.entries.values()
                   if e.memory_key is not None and e.status == ACTIVE}
         held = {c.memory_key for c in after.conflicts.values() if c.status == OPEN}
@@ -612,18 +772,16 @@ class WorkspaceMemory:
         dead: Counter[str] = Counter(kept_dead)
         again_pending = 0
         again_dead: Counter[str] = Counter(kept_dead)
-        for fact in candidates:
-            if fact.fact_id in curated or fact.kind not in stable or fact.recorded_at > cutoff:
-                continue
-            revision = active.get(fact.memory_key) if fact.memory_key is not None else None
-            cursored = fact.recorded_at < cutoff_day
-            if revision is not None and fact.recorded_at <= revision.last_recorded_at:
-                again_dead[fact.memory_key] += 1
-                if cursored:
-                    dead[fact.memory_key] += 1
+        newest = {k: e.last_recorded_at for k, e in active.items()}
+        for fact in uncurated:
+            key, at = fact.memory_key, fact.recorded_at
+            if key is not None and key in newest and at <= newest[key]:
+                again_dead[key] += 1
+                if at < cutoff_day:
+                    dead[key] += 1
             else:
                 again_pending += 1
-                if cursored:
+                if at < cutoff_day:
                     pending.append(fact)
 
         def split(counts: Mapping[str, int], frozen: set[str]) -> tuple[int, int]:
@@ -648,7 +806,7 @@ class WorkspaceMemory:
         return after, report, _Cursors(
             policy=policy.to_dict(), cutoff=cutoff, files=files, open_file=open_file,
             resolutions=audited, report=again.to_dict(), pending=pending,
-            dead={k: n for k, n in sorted(dead.items()) if n})
+            dead={k: n for k, n in sorted(dead.items()) if n}, marker=marker)
 
     # -- reading ----------------------------------------------------------------------------
 

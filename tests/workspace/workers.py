@@ -62,3 +62,13 @@ def append_many(project_dir, worker, count, noop_lock, start, results):
         except LabmemError as exc:  # the log noticing lines it has not read
             ids.append(f"refused: {type(exc).__name__}")
     results.put(ids)
+
+
+def append_fact_at(project_dir, content, recorded_at, evidence):
+    """Append one fact through the library from another process (a fresh interpreter, a
+    fresh :class:`WorkspaceMemory`), back-dated to ``recorded_at``."""
+    from labmem.core.clock import FixedClock
+    from labmem.workspace import WorkspaceMemory
+
+    workspace = WorkspaceMemory(project_dir, clock=FixedClock("2026-10-01T12:00:00Z"))
+    workspace.append_fact(content, kind="pitfall", evidence=[evidence], recorded_at=recorded_at)
