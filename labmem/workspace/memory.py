@@ -66,7 +66,6 @@ library's write of MEMORY.md and its stamp would be taken as intact.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import heapq
 import json
@@ -75,7 +74,6 @@ import os
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -89,6 +87,7 @@ from labmem.core.storage import (
     LockFactory,
     encode_json_line,
     file_lock,
+    paused_gc,
     read_snapshot,
     write_snapshot,
     write_text_atomic,
@@ -226,21 +225,6 @@ class _Cursors:
 def _digest(text: str | bytes) -> str:
     """What MEMORY.md's header entry holds: the SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
-
-
-@contextmanager
-def _paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection inside: a first distill decodes 100k facts into
-    acyclic objects that all stay alive, and each batch of them made the collector walk
-    every one before (a third of the distill). The same helper as the memory service's
-    index (``labmem.mmu.index.paused_gc``); a layer may not import another's internals."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _encode_document(document: Mapping[str, Any]) -> str:
@@ -612,7 +596,7 @@ class WorkspaceMemory:
             report = self._nothing_new(policy, at)
             if report is not None:
                 return report
-            with _paused_gc():
+            with paused_gc():
                 before, cursors, stored = self._load_document()
                 state = self._settled(before)
                 after, report, cursors = self._distill(state, cursors, policy, at, last_day)
