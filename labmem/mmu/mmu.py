@@ -38,6 +38,7 @@ from labmem.mmu.index import paused_gc
 from labmem.mmu.pages import (
     Level,
     Page,
+    PageTable,
     RepresentationCache,
     Residency,
     needs_full_text,
@@ -150,6 +151,8 @@ class ContextMMU:
     ``service`` is any object with ``changed_since(cursor)``, ``recall_key(id, scope=)``
     and ``match_counts(terms)`` (the default :class:`~labmem.mmu.service.FileMemoryService`
     has all three): the MMU keeps no term index of its own, it searches the service's.
+    A service that also has ``visible_since(cursor)`` (the file service does) opens the MMU
+    without reading any record: pages are made when first looked at.
     ``min_residency`` is the anti-thrash option: a page loaded at recall *n* is not evicted
     to make room before recall *n + min_residency* (the budget itself still wins).
     """
@@ -183,7 +186,7 @@ class ContextMMU:
         self.shared_scope_factor = clamp01(shared_scope_factor)
         self.clock = resolve_clock(clock)
         self.cache = RepresentationCache()
-        self.pages: dict[str, Page] = {}
+        self.pages = PageTable()
         self.token_used = 0
         self.recalls = 0
         self.promotions = 0
@@ -202,13 +205,16 @@ class ContextMMU:
     # -- pages follow the canonical records ----------------------------------------------
     def sync(self) -> None:
         """Apply records changed since the last sync: new pages, edits, forgets."""
+        if not self.pages and hasattr(self.service, "visible_since"):
+            # opening (or rebuilding): every visible record is a new page, made when first
+            # looked at (:class:`~labmem.mmu.pages.PageTable`); nothing is read here
+            seeds, source, self._cursor = self.service.visible_since(self._cursor)
+            self.pages.seed(seeds, source)
+            return
         records, self._cursor = self.service.changed_since(self._cursor)
         with paused_gc():  # one page per record, no cycles: nothing for the collector
-            if not self.pages:  # opening (or rebuilding): every visible record is a new page
-                pages = self.pages
-                for record in records:
-                    if record.visible:
-                        pages[record.record_id] = Page.from_record(record)
+            if not self.pages:
+                self.pages.seed({r.record_id: r for r in records if r.visible})
                 return
             for record in records:
                 self._apply(record)

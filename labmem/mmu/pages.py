@@ -21,7 +21,7 @@ text itself, byte for byte (the pages' recovery checks its length and SHA-256).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -234,6 +234,70 @@ class Page:
     @property
     def level(self) -> Level:
         return LEVEL_OF[self.residency]
+
+
+class PageTable(MutableMapping[str, Page]):
+    """The MMU's pages by record id, each made when first looked at.
+
+    Opening an MMU gives every visible record a page; making 100,000 :class:`Page`
+    objects (and reading each record's ``updated_at`` and ``origin_key`` for them) is most
+    of an open that needs none of them yet. So :meth:`seed` keeps what the page is made
+    of — the record, or the row of the service's fold snapshot that holds it, not read yet
+    (``source.record(row)``) — and the page is made from it on first access: from that very
+    record, so a record changed since gets the same page an eager open would have made
+    and then updated. Order, length and membership are those of one plain dict.
+    """
+
+    def __init__(self) -> None:
+        self._slots: dict[str, Page | MemoryRecord | int] = {}
+        self._source = None
+
+    def seed(self, records: Mapping[str, MemoryRecord | int], source=None) -> None:
+        """A page for each of ``records`` from now on, made when first asked for (an
+        ``int`` is a row of ``source``); only into an empty table."""
+        if self._slots:
+            raise ValueError("seed() fills an empty page table")
+        self._slots.update(records)
+        self._source = source
+
+    def _make(self, record_id: str, slot: MemoryRecord | int) -> Page:
+        record = self._source.record(slot) if type(slot) is int else slot
+        page = self._slots[record_id] = Page.from_record(record)
+        return page
+
+    def __getitem__(self, record_id: str) -> Page:
+        slot = self._slots[record_id]
+        return slot if type(slot) is Page else self._make(record_id, slot)
+
+    def get(self, record_id: str, default: Page | None = None) -> Page | None:
+        slot = self._slots.get(record_id)
+        if slot is None:
+            return default
+        return slot if type(slot) is Page else self._make(record_id, slot)
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._slots
+
+    def __setitem__(self, record_id: str, page: Page) -> None:
+        self._slots[record_id] = page
+
+    def __delitem__(self, record_id: str) -> None:
+        del self._slots[record_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._slots)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def clear(self) -> None:
+        self._slots.clear()
+        self._source = None
+
+    @property
+    def made(self) -> int:
+        """Instrumentation: pages made so far (the others are still just their record)."""
+        return sum(type(slot) is Page for slot in self._slots.values())
 
 
 def tokens_of(text: str) -> int:

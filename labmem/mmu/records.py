@@ -138,6 +138,26 @@ class MemoryRecord:
             if getattr(self, name) is not None:
                 validated_as(check, require_text, getattr(self, name), name, max_chars=100)
 
+    def __getattr__(self, name: str) -> Any:
+        """Reached only for an attribute the instance does not hold: for a *lazy* record
+        (restored from the fold snapshot, :mod:`labmem.mmu.snapshot`) that is a field it
+        has not read yet — read now from the snapshot's columns or, for title, text,
+        evidence and the other times, from the record's log line (once); for any other
+        record it is the usual ``AttributeError``."""
+        source = self.__dict__.get("_source")
+        if source is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        source.fill(self, name)
+        return object.__getattribute__(self, name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy or a pickle of a lazy record is of the whole record, not of the way to
+        its line (a file descriptor means nothing in another process)."""
+        source = self.__dict__.get("_source")
+        if source is not None:
+            source.fill(self, "text")
+        return dict(self.__dict__)
+
     @cached_property
     def content_hash(self) -> str:
         """Worked out on first use and kept (the record is frozen, so is its text)."""

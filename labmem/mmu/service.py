@@ -14,12 +14,19 @@ Each line ends in a CRC-32 of its own bytes (:mod:`labmem.mmu.logline`): a recor
 validated when it is written, and replay takes a line the checksum vouches for as it is.
 The service owns the one term index (:class:`~labmem.mmu.index.TermIndex`, integer
 document ids) that its ``recall_query`` and the Context MMU both search.
+
+Opening does not fold the whole log when it need not: a fold snapshot beside it
+(``records.jsonl.fold``, :mod:`labmem.mmu.snapshot`) holds the fold and the term index of
+a prefix of the log, checked against the log on every open; only the lines appended
+since are folded, and a record's line is decoded when one of its fields is first read.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import os
+import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -38,7 +45,7 @@ from labmem.core.storage import (
     write_text_atomic,
 )
 from labmem.core.text import extract_terms, normalize_text
-from labmem.core.validation import require_int, require_text
+from labmem.core.validation import parse_json, require_int, require_text
 from labmem.mmu.errors import (
     MemoryCorruptionError,
     MemoryValidationError,
@@ -63,23 +70,85 @@ from labmem.mmu.records import (
     require_choice,
     require_unit,
 )
+from labmem.mmu.snapshot import (
+    LineSource,
+    SnapshotRefused,
+    load_fold,
+    remove_snapshot,
+    write_fold,
+)
 from labmem.mmu.trace import Exclusion
 
 RECORDS_FILE = "records.jsonl"
+#: Write the fold snapshot once this many log lines are not covered by it (at open and at
+#: close); a smaller log is folded in well under a tenth of a second.
+SNAPSHOT_LINES = 1_000
 
 
 class RecordLog(JsonlLog):
     """The core JSONL log, writing checksummed lines and telling the decoder what each
     line's checksum says: its ``crc32`` member becomes ``True`` (it matches: trust the
     fields) or ``False`` (it does not: validate, then refuse); a line without one is
-    parsed as it is, and validated in full."""
+    parsed as it is, and validated in full.
+
+    It also keeps what a fold snapshot records of the bytes consumed: where each line
+    starts (:attr:`starts`) and a running CRC-32 of all of them (:attr:`crc`), both
+    advanced only when a batch is consumed (read or appended), so they always describe
+    exactly the bytes this fold is made of.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, encode=self._encode_captured, **kwargs)
+        self.starts: list[int] = []
+        self.crc = 0
+        self._next = 0
+        self._captured: list[bytes] | None = None
+
+    def adopt(self, identity: tuple[int, int], starts: list[int], crc: int) -> None:
+        """Go on from a snapshot's prefix (``start=`` gave the offset and line count): the
+        file it was made of, its line starts and its CRC-32. (``JsonlLog`` takes a cursor
+        but not the identity it belongs to; this sets it, so a replaced file is noticed.)"""
+        self._identity = identity
+        self.starts, self.crc = starts, crc
+
+    def refresh(self) -> list[MemoryRecord | Tombstone]:
+        lines, crc = len(self.starts), self.crc
+        self._next = self.offset
+        try:
+            return super().refresh()
+        except BaseException:  # the batch is not consumed: neither are its bytes here
+            del self.starts[lines:]
+            self.crc = crc
+            raise
 
     def _parse(self, line_number: int, raw: bytes) -> dict[str, Any]:
+        self.starts.append(self._next)
+        self._next += len(raw) + 1
+        self.crc = zlib.crc32(b"\n", zlib.crc32(raw, self.crc))
         state = checksum_state(raw)
         obj = super()._parse(line_number, raw)
         if state is not None:
             obj[CHECKSUM_FIELD] = state
         return obj
+
+    def _encode_captured(self, record: dict[str, Any]) -> bytes:
+        line = encode_line(record)
+        if self._captured is not None:
+            self._captured.append(line)
+        return line
+
+    def append_many(self, records: Sequence[dict[str, Any]]) -> int:
+        start = self.offset
+        self._captured = []
+        try:
+            count = super().append_many(records)
+        finally:
+            captured, self._captured = self._captured, None
+        for line in captured:  # written and fsync-ed: these bytes are consumed now
+            self.starts.append(start)
+            start += len(line)
+            self.crc = zlib.crc32(line, self.crc)
+        return count
 
 
 @dataclass(frozen=True)
@@ -131,21 +200,33 @@ class FileMemoryService:
 
     ``memory_types`` limits what this backend accepts (default: all four); asking it for
     another type raises :class:`UnsupportedOperationError` instead of storing it anyway.
+    ``snapshot_lines``: write the fold snapshot when at least this many log lines are
+    not covered by it (checked at open and at :meth:`close`); ``None`` neither reads nor
+    writes one. A snapshot is a cache: every answer is the same with it or without it.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, clock: Clock | None = None,
                  memory_types: Iterable[str] = MEMORY_TYPES,
-                 lock_factory: LockFactory = file_lock) -> None:
+                 lock_factory: LockFactory = file_lock,
+                 snapshot_lines: int | None = SNAPSHOT_LINES) -> None:
         self.root = Path(root)
         self.clock = resolve_clock(clock)
         self.memory_types = tuple(require_choice(t, "memory_types[]", MEMORY_TYPES)
                                   for t in memory_types)
         self._lock_factory = lock_factory
+        self.snapshot_lines = (None if snapshot_lines is None else validated_as(
+            MemoryValidationError, require_int, snapshot_lines, "snapshot_lines", minimum=1))
         #: fault injection for crash tests: called with the name of each purge step
+        #: (and of each snapshot-writing step: ``snapshot_written``)
         self.fault_hook: Callable[[str], None] | None = None
+        #: what became of the fold snapshot at the last open: ``"loaded"``, ``"refused:
+        #: <why>"``, ``"off"``; and at the last write: ``"written"`` or ``"skipped: <why>"``
+        self.snapshot_state = "off"
+        self.snapshot_write = ""
         self._reset()
         self._closed = False
         self._catch_up()
+        self.save_snapshot(only_if_behind=True)
 
     # -- reading the log -------------------------------------------------------------
     @staticmethod
@@ -166,13 +247,34 @@ class FileMemoryService:
                                         "damaged or edited after it was written)")
         return decoded
 
-    def _new_log(self) -> JsonlLog[MemoryRecord | Tombstone]:
-        return RecordLog(self.root / RECORDS_FILE, decode=self._decode, encode=encode_line,
-                        corruption_error=MemoryCorruptionError, lock_factory=self._lock_factory)
+    @classmethod
+    def _decode_line(cls, line: int, raw: bytes) -> MemoryRecord | Tombstone:
+        """One line's bytes (no newline) as the log reader decodes them: for a record that
+        a fold snapshot restored, decoded when a field is first read."""
+        state = checksum_state(raw)
+        try:
+            obj = parse_json(raw)
+        except ValueError as exc:
+            raise MemoryCorruptionError(RECORDS_FILE, line, f"not valid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise MemoryCorruptionError(RECORDS_FILE, line, "expected a JSON object")
+        if state is not None:
+            obj[CHECKSUM_FIELD] = state
+        return cls._decode(line, obj)
+
+    def _new_log(self, start: tuple[int, int] = (0, 0)) -> RecordLog:
+        return RecordLog(self.root / RECORDS_FILE, decode=self._decode, start=start,
+                         corruption_error=MemoryCorruptionError,
+                         lock_factory=self._lock_factory)
 
     def _reset(self) -> None:
         self._log = self._new_log()
-        self._records: dict[str, MemoryRecord] = {}
+        self._covered_lines = 0  # log lines the snapshot on disk covers, as far as we know
+        self._deferred_claims: bytes | None = None  # the snapshot's claim maps, unread
+        # id -> record; an ``int`` is a row of the fold snapshot's records not read yet
+        # (:meth:`_get` makes it a record, :attr:`_source` says what the snapshot knows)
+        self._records: dict[str, MemoryRecord | int] = {}
+        self._source: LineSource | None = None
         self._tombstones: dict[str, Tombstone] = {}  # purged ids: no text is kept
         self._origin: dict[tuple[str, str], str] = {}  # (scope, origin_key) -> current id
         # (scope, origin_key) -> the archived record of a forgotten origin: the tombstone
@@ -183,6 +285,89 @@ class FileMemoryService:
         # the visible records' title + text, tokenized on the first query; the MMU uses it
         self.index = TermIndex(self._searchable_text)
         self._history: list[str] = []  # record id written by each log line, in order
+        if self.snapshot_lines is not None:
+            self._restore()
+
+    def _restore(self) -> None:
+        """Take the fold of the log's prefix from the snapshot, if it is valid for it."""
+        try:
+            fold = load_fold(self.root / RECORDS_FILE, self._decode_line)
+        except SnapshotRefused as exc:
+            self.snapshot_state = f"refused: {exc}"
+            return
+        self._log = self._new_log(start=(fold.covered_bytes, fold.covered_lines))
+        self._log.adopt(fold.identity, fold.line_starts, fold.covered_crc32)
+        self._covered_lines = fold.covered_lines
+        self._records, self._tombstones, self._history = (fold.records, fold.tombstones,
+                                                          fold.history)
+        self._source = fold.source
+        self._deferred_claims = fold.claims
+        self.index = TermIndex(self._searchable_text, base=fold.index)
+        self.snapshot_state = "loaded"
+
+    def _restore_claims(self) -> None:
+        """The claim maps, read from the snapshot when a write first needs them."""
+        doc = json.loads(self._deferred_claims)
+        self._deferred_claims = None
+        for name in ("origin", "forgotten"):  # three columns: scopes, origin keys, ids
+            scopes, keys, ids = doc[name]
+            setattr(self, f"_{name}", dict(zip(zip(scopes, keys, strict=True), ids, strict=True)))
+        for s, k, text, i in doc["pending"]:
+            self._pending[(s, k)][text] = i
+
+    def _claims_json(self) -> bytes:
+        if self._deferred_claims is not None:
+            return self._deferred_claims
+
+        def columns(claims: dict[tuple[str, str], str]) -> list[Any]:
+            return [[scope for scope, _ in claims], [key for _, key in claims],
+                    list(claims.values())]
+
+        return json.dumps({
+            "origin": columns(self._origin), "forgotten": columns(self._forgotten),
+            "pending": [[s, k, text, i] for (s, k), texts in self._pending.items()
+                        for text, i in texts.items()]},
+            ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def save_snapshot(self, *, only_if_behind: bool = False) -> bool:
+        """Write the fold snapshot of everything folded so far; ``True`` if written.
+
+        ``only_if_behind``: only if at least :attr:`snapshot_lines` lines are not covered
+        yet. Never raises for the snapshot's sake: a directory that cannot be written, or a
+        log replaced since it was folded, leaves the old snapshot (``snapshot_write`` says
+        why). Tokenizes every live text not yet tokenized (the snapshot holds the index).
+        """
+        if self.snapshot_lines is None:
+            return False
+        behind = self._log.line_count - self._covered_lines
+        if behind <= 0 or (only_if_behind and behind < self.snapshot_lines):
+            return False
+        log = self._log
+        identity = log.identity
+        if identity is None:
+            return False
+
+        def still_valid() -> bool:  # under the lock: the log is still the file folded
+            self._step("snapshot_written")
+            now = file_signature(log.path)
+            return now is not None and (now.device, now.inode) == identity \
+                and now.size >= log.offset
+
+        try:
+            with log.locked():
+                written = write_fold(
+                    log.path, identity=identity, covered_bytes=log.offset,
+                    covered_crc32=log.crc, history=self._history, starts=log.starts,
+                    records=self._records, source=self._source,
+                    tombstones=self._tombstones,
+                    claims=self._claims_json(), index=self.index, still_valid=still_valid)
+        except (OSError, TimeoutError) as exc:  # read-only, full, or the lock not had
+            self.snapshot_write = f"skipped: {getattr(exc, 'strerror', None) or exc}"
+            return False
+        self.snapshot_write = "written" if written else "skipped: the log was replaced"
+        if written:
+            self._covered_lines = log.line_count
+        return written
 
     def _catch_up(self) -> None:
         identity = self._log.identity
@@ -195,6 +380,8 @@ class FileMemoryService:
                 self._apply(entry)
 
     def _apply(self, record: MemoryRecord | Tombstone) -> None:
+        if self._deferred_claims is not None:
+            self._restore_claims()
         self._history.append(record.record_id)
         key = (record.scope, record.origin_key)
         if isinstance(record, Tombstone):
@@ -204,7 +391,7 @@ class FileMemoryService:
             if key not in self._origin:
                 self._forgotten[key] = record.record_id
             return
-        old = self._records.get(record.record_id)
+        old = self._get(record.record_id)
         if old is not None and old.status == "conflicted":
             self._pending[key].pop(normalize_text(old.text), None)
         self._records[record.record_id] = record
@@ -223,12 +410,22 @@ class FileMemoryService:
                                                                         record.text):
             self.index.put(record.record_id)
 
+    def _get(self, record_id: str) -> MemoryRecord | None:
+        """The record ``record_id`` (``None``: none), made from its snapshot row if need be."""
+        record = self._records.get(record_id)
+        if type(record) is int:
+            record = self._records[record_id] = self._source.record(record)
+        return record
+
+    def _status(self, record: MemoryRecord | int) -> str:
+        return self._source.status_of(record) if type(record) is int else record.status
+
     def _searchable_text(self, record_id: str) -> str:
-        record = self._records[record_id]
+        record = self._get(record_id)
         return record.title + "\n" + record.text
 
     def _forgotten_record(self, record_id: str) -> MemoryRecord:
-        record = self._records.get(record_id)
+        record = self._get(record_id)
         return record if record is not None else self._tombstones[record_id].as_record()
 
     def _open(self) -> None:
@@ -253,7 +450,7 @@ class FileMemoryService:
         """
         validated_as(MemoryValidationError, require_text, record_id, "record_id")
         validated_as(MemoryValidationError, require_text, scope, "scope")
-        record = self._records.get(record_id)
+        record = self._get(record_id)
         if record is None or not record.visible or record.scope != scope:
             raise RecordNotFoundError(f"record_id {record_id!r}: no such record in scope "
                                       f"{scope!r} (never written, forgotten, or not this "
@@ -308,10 +505,12 @@ class FileMemoryService:
                                      ("verified_at", verified_at))}
         with self._log.locked():
             self._catch_up()
+            if self._deferred_claims is not None:
+                self._restore_claims()
             now = self.clock.now()
             key = (scope, origin_key)
             current_id = self._origin.get(key)
-            current = self._records.get(current_id) if current_id else None
+            current = self._get(current_id) if current_id else None
             forgotten = self._forgotten.get(key)
             if current is None and forgotten is not None:
                 return self._forgotten_record(forgotten)  # nothing is written
@@ -329,7 +528,7 @@ class FileMemoryService:
                 return merged
             pending = self._pending[key].get(normalize_text(text))
             if pending is not None:
-                return self._records[pending]  # the same lower-ranked claim, again
+                return self._get(pending)  # the same lower-ranked claim, again
             record = MemoryRecord(
                 record_id=f"m-{len(self._records) + len(self._tombstones) + 1:06d}",
                 memory_type=memory_type, scope=scope, title=title, text=text,
@@ -409,7 +608,7 @@ class FileMemoryService:
         excluded: list[Exclusion] = []
         claims: dict[tuple[str, str], MemoryRecord] = {}
         for record_id in sorted(hits):
-            record = self._records[record_id]
+            record = self._get(record_id)
             if record.scope != scope or (memory_type and record.memory_type != memory_type):
                 continue  # another scope's records are not even named as excluded
             reason = exclusion_reason(record, now)
@@ -429,7 +628,7 @@ class FileMemoryService:
                 for r in claims.values()]
         out = []
         for neg_score, record_id in heapq.nsmallest(k, rows):
-            record = self._records[record_id]
+            record = self._get(record_id)
             record_terms = set(extract_terms(record.title + "\n" + record.text))
             out.append(RecallHit(record, -neg_score,
                                  tuple(t for t in terms if t in record_terms)))
@@ -443,10 +642,17 @@ class FileMemoryService:
         now = (self.clock.now() if now is None
                else validated_as(MemoryValidationError, parse_timestamp, now, field="now"))
         self._catch_up()
-        by_type = Counter(r.memory_type for r in self._records.values())
-        by_status = Counter(r.status for r in self._records.values())
-        expired = sum(r.status in CURRENT_STATUSES and r.expired(now)
-                      for r in self._records.values())
+        rows = [r for r in self._records.values() if type(r) is int]
+        made = [r for r in self._records.values() if type(r) is not int] if rows else \
+            self._records.values()
+        by_type = Counter(r.memory_type for r in made)
+        by_status = Counter(r.status for r in made)
+        expired = sum(r.status in CURRENT_STATUSES and r.expired(now) for r in made)
+        if rows:  # read from the snapshot's columns, not from the records
+            t, b, e = self._source.counts(rows, now)
+            by_type.update(t)
+            by_status.update(b)
+            expired += e
         return {"records": len(self._records), "log_lines": self._log.line_count,
                 "by_type": {t: by_type.get(t, 0) for t in MEMORY_TYPES},
                 "by_status": dict(sorted(by_status.items())), "expired": expired,
@@ -468,9 +674,13 @@ class FileMemoryService:
             self._step("start")
             for stale in self.root.glob(f".{RECORDS_FILE}.*.tmp"):  # left by a crashed purge
                 stale.unlink(missing_ok=True)
-            forgotten = {i: r for i, r in self._records.items() if r.status == "archived"}
+            forgotten = {i: self._get(i) for i, r in self._records.items()
+                         if self._status(r) == "archived"}
             if not forgotten:
                 return 0
+            # before the rewrite, so that no crash leaves a snapshot holding the terms of
+            # a record whose text is purged
+            remove_snapshot(self.root / RECORDS_FILE)
             raw = (self.root / RECORDS_FILE).read_bytes()[: self._log.offset]
             lines = raw.split(b"\n")[:-1]  # complete lines only: a torn tail goes
             # a tombstone holds seven short fields and no text: it is validated in full
@@ -484,13 +694,18 @@ class FileMemoryService:
             self._step("replaced")
             self._reset()
             self._catch_up()
-            return len(forgotten)
+        self.save_snapshot(only_if_behind=True)
+        return len(forgotten)
 
     def _step(self, name: str) -> None:
         if self.fault_hook is not None:
             self.fault_hook(name)
 
     def close(self) -> None:
+        """No more operations; the fold snapshot is brought up to date first if it lags by
+        :attr:`snapshot_lines` lines or more."""
+        if not self._closed:
+            self.save_snapshot(only_if_behind=True)
         self._closed = True
 
     # -- what the Context MMU pages from -----------------------------------------------
@@ -498,7 +713,7 @@ class FileMemoryService:
         """Every record's current state (archived included), in id order."""
         self._open()
         self._catch_up()
-        return tuple(self._records[i] for i in sorted(self._records))
+        return tuple(self._get(i) for i in sorted(self._records))
 
     def match_counts(self, terms: Iterable[str]) -> Counter[str]:
         """How many of ``terms`` each visible record's title and text hold (records holding
@@ -512,8 +727,24 @@ class FileMemoryService:
         self._open()
         self._catch_up()
         ids = dict.fromkeys(self._history[cursor:])
-        return (tuple(self._records[i] if i in self._records else self._tombstones[i].as_record()
+        return (tuple(self._get(i) if i in self._records else self._tombstones[i].as_record()
                       for i in ids), len(self._history))
+
+    def visible_since(self, cursor: int) -> tuple[dict[str, MemoryRecord | int],
+                                                  LineSource | None, int]:
+        """:meth:`changed_since` for opening a Context MMU: the visible records written
+        after log line ``cursor``, in the same order, as records or as rows of ``source``
+        not read yet (``source.record(row)`` makes the record), and the new cursor."""
+        self._open()
+        self._catch_up()
+        records, source = self._records, self._source
+        visible = source.visible if source is not None else []
+        order = dict.fromkeys(self._history[cursor:])
+        # a purged record (a tombstone) is in no record map: never visible
+        pairs = zip(order, map(records.get, order), strict=True)
+        out = {record_id: record for record_id, record in pairs if record is not None
+               and (visible[record] if type(record) is int else record.visible)}
+        return out, source, len(self._history)
 
     def _write(self, record: MemoryRecord) -> None:
         self._log.append(record.to_dict())

@@ -1,0 +1,165 @@
+"""A file of named numpy arrays and a JSON header, each part checksummed, written atomically.
+
+The generic half of the memory service's fold snapshot (:mod:`labmem.mmu.snapshot`); it
+knows nothing about records. (It belongs in ``labmem.core`` beside the other file shapes,
+and the recall sidecar could share it; it lives here until then.)
+
+Layout: ``magic · header length · header CRC-32 · header JSON · arrays``, each array
+64-byte aligned. The header holds the caller's ``meta``, where each array lies (offset,
+dtype, length) and the CRC-32 and length of the whole body. :func:`read_arrays` checks
+all of it before anything is used and maps the body read-only; a file that is missing,
+torn, of another format or damaged is refused with the reason (:class:`ArrayFileRefused`),
+never half-read. :func:`write_arrays` writes a temporary file in the same directory,
+``fsync``-s it and renames it over the old one, so a reader sees the old file or the new
+one; a writer killed mid-write leaves only its temporary file, which the next writer (or
+:func:`remove_temporaries`) removes.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import tempfile
+import zlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from labmem.core.storage import fsync_directory
+
+_FIXED = struct.Struct("<8sII")  # magic, header length, header CRC-32
+_ALIGN = 64
+_CHUNK = 1 << 20
+TEMP_SUFFIX = ".tmp"
+
+
+class ArrayFileRefused(Exception):
+    """Why an array file cannot be used; the caller rebuilds what it caches."""
+
+
+def prefix_crc32(fd: int, size: int) -> int:
+    """CRC-32 of the first ``size`` bytes of the file open as ``fd``, 1 MiB at a time."""
+    crc = offset = 0
+    while offset < size:
+        chunk = os.pread(fd, min(_CHUNK, size - offset), offset)
+        if not chunk:
+            raise EOFError(f"the file ended {size - offset} bytes before {size}")
+        crc = zlib.crc32(chunk, crc)
+        offset += len(chunk)
+    return crc
+
+
+def _padded(array: np.ndarray) -> bytes:
+    data = array.tobytes()
+    return data + b"\0" * (-len(data) % _ALIGN)
+
+
+def temporaries(target: Path) -> list[Path]:
+    """Temporary files that writers of ``target`` left (killed mid-write)."""
+    prefix = "." + target.name + "."
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return []
+    return [target.parent / n for n in names if n.startswith(prefix) and n.endswith(TEMP_SUFFIX)]
+
+
+def remove_temporaries(target: Path) -> None:
+    for path in temporaries(target):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def write_arrays(target: str | os.PathLike[str], magic: bytes, meta: Mapping[str, Any],
+                 arrays: Mapping[str, np.ndarray], *,
+                 before_rename: Callable[[], bool] | None = None) -> bool:
+    """Write ``meta`` (JSON) and ``arrays`` to ``target`` atomically; ``True`` once renamed.
+
+    ``before_rename`` runs after the temporary file is durable; if it returns ``False`` the
+    temporary file is removed and ``target`` is left as it was (``False`` is returned).
+    """
+    target = Path(target)
+    parts = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    layout: dict[str, list[Any]] = {}
+    offset = crc = 0
+    for name, array in parts.items():
+        layout[name] = [offset, array.dtype.str, int(array.size)]
+        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+        crc = zlib.crc32(_padded(array), crc)
+    header = json.dumps({"meta": dict(meta), "arrays": layout, "body_bytes": offset,
+                         "body_crc32": crc}, separators=(",", ":")).encode("utf-8")
+    head_len = -(-(_FIXED.size + len(header)) // _ALIGN) * _ALIGN
+    header = header.ljust(head_len - _FIXED.size, b" ")
+    remove_temporaries(target)
+    fd, temp = tempfile.mkstemp(prefix="." + target.name + ".", suffix=TEMP_SUFFIX,
+                                dir=target.parent)
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_FIXED.pack(magic, len(header), zlib.crc32(header)))
+            handle.write(header)
+            for array in parts.values():
+                handle.write(_padded(array))
+            handle.flush()
+            os.fsync(handle.fileno())
+        if before_rename is not None and not before_rename():
+            os.unlink(temp)
+            return False
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    fsync_directory(target.parent)
+    return True
+
+
+def read_arrays(target: str | os.PathLike[str], magic: bytes
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(meta, arrays)`` of a whole, undamaged file; else :class:`ArrayFileRefused`.
+
+    The arrays are read-only views of a memory map of the file (it stays mapped while
+    any of them is alive).
+    """
+    try:
+        handle = open(target, "rb")
+    except FileNotFoundError:
+        raise ArrayFileRefused("missing") from None
+    except OSError as exc:
+        raise ArrayFileRefused(f"unreadable ({exc.strerror})") from None
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        fixed = handle.read(_FIXED.size)
+        if len(fixed) < _FIXED.size:
+            raise ArrayFileRefused("torn (shorter than its fixed header)")
+        found, header_len, header_crc = _FIXED.unpack(fixed)
+        if found != magic:
+            raise ArrayFileRefused(f"not this format (magic {found!r}, expected {magic!r})")
+        header = handle.read(header_len)
+        if len(header) != header_len or zlib.crc32(header) != header_crc:
+            raise ArrayFileRefused("torn (its header is incomplete or damaged)")
+        try:
+            head = json.loads(header)
+            meta, layout = head["meta"], head["arrays"]
+            body_bytes, body_crc = int(head["body_bytes"]), int(head["body_crc32"])
+        except (ValueError, KeyError, TypeError):
+            raise ArrayFileRefused("damaged header") from None
+        start = _FIXED.size + header_len
+        if size != start + body_bytes:
+            raise ArrayFileRefused(f"torn ({size} bytes, its header promises "
+                                   f"{start + body_bytes})")
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    if zlib.crc32(memoryview(mapped)[start:]) != body_crc:
+        raise ArrayFileRefused("damaged (the body's checksum does not match)")
+    arrays = {name: np.frombuffer(mapped, dtype=np.dtype(dtype), count=count,
+                                  offset=start + offset)
+              for name, (offset, dtype, count) in layout.items()}
+    return meta, arrays
