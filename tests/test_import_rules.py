@@ -35,8 +35,8 @@ ALLOWED_CROSS_LAYER = frozenset({("labmem.context.sources", "transcript"),
 TREE = {"__init__.py", "core", "transcript.py", "workspace", "user.py", "recall", "artifacts",
         "context", "mmu", "story", "walkthrough", "resilience.py", "cli.py", "chat.py",
         "notebook.py", "exercises", "agents"}
-CORE_MODULES = {"__init__", "clock", "errors", "provenance", "storage", "locking", "text",
-                "validation", "metrics", "render"}
+CORE_MODULES = {"__init__", "clock", "errors", "provenance", "storage", "locking", "arrayfile",
+                "text", "validation", "metrics", "render"}
 OLD_MODULES = ["clock", "errors", "provenance", "storage", "text", "validation", "metrics",
                "remote", "remote_sqlite", "recall_index", "recall_scorers", "recall_eval",
                "recall_tool", "leases", "cleanup", "compaction", "sources"]

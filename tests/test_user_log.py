@@ -9,7 +9,6 @@ now and then, and a state that is read again only when the files changed.
 import json
 import os
 import random
-import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -31,6 +30,7 @@ from labmem.user import (
     render_memory_md,
 )
 from tests import user_workers
+from tests.file_access import FileAccess
 from tests.procs import run_child, run_processes
 
 T0 = datetime(2026, 8, 1, tzinfo=timezone.utc)
@@ -141,40 +141,13 @@ def test_a_delete_compacts_so_the_value_leaves_every_file(tmp_path):
 
 # -- the cached state --------------------------------------------------------------------
 
-class _Opens:
-    """Counts files opened under a directory (an audit hook: any way of opening counts)."""
-
-    hooked = False
-    active = None
-
-    @classmethod
-    def start(cls, directory):
-        if not cls.hooked:
-            sys.addaudithook(cls._hook)
-            cls.hooked = True
-        cls.active = (str(directory), [])
-        return cls.active[1]
-
-    @classmethod
-    def stop(cls):
-        cls.active = None
-
-    @classmethod
-    def _hook(cls, event, args):
-        active = cls.active
-        if active is not None and event == "open" and isinstance(args[0], (str, bytes)):
-            path = os.fsdecode(args[0])
-            if path.startswith(active[0]) and not path.endswith(".lock"):
-                active[1].append(os.path.basename(path))
-
-
 def test_reads_of_an_unchanged_store_open_no_file(tmp_path):
     memory = make(tmp_path)
     for k in range(50):
         memory.set_preference(f"key.{k}", f"value {k}")
     memory.update_profile({"name": "Alice"})
     memory.get_context_for_agent(at(1))  # warm
-    opened = _Opens.start(memory.directory)
+    opened = FileAccess.start(memory.directory)
     try:
         for _ in range(20):
             memory.list_preferences()
@@ -182,7 +155,7 @@ def test_reads_of_an_unchanged_store_open_no_file(tmp_path):
             memory.get_context_for_agent(at(1))
             memory.read_profile()
     finally:
-        _Opens.stop()
+        FileAccess.stop()
     assert opened == []  # the old code re-read both snapshots on every call
 
 
@@ -192,11 +165,11 @@ def test_another_writer_is_seen_by_reading_only_its_new_lines(tmp_path):
     writer.set_preference("b", "1", updated_at=at(1))
     assert [p.key for p in reader.list_preferences()] == ["a", "b"]
     writer.set_preference("a", "2", updated_at=at(2))
-    opened = _Opens.start(reader.directory)
+    opened = FileAccess.start(reader.directory)
     try:
         assert reader.get_preference("a").value == "2"
     finally:
-        _Opens.stop()
+        FileAccess.stop()
     assert opened == ["preferences.jsonl"]
     writer.delete_preference("b", deleted_at=at(3))  # compacts: a new snapshot, no log
     assert reader.get_preference("b").deleted and reader.get_preference("a").value == "2"

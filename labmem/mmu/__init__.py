@@ -4,7 +4,7 @@
 * :mod:`labmem.mmu.service` — the :class:`MemoryService` contract and its file backend;
   :mod:`labmem.mmu.logline` its checksummed log line, :mod:`labmem.mmu.index` the one term
   index it owns and the Context MMU searches, :mod:`labmem.mmu.snapshot` the fold snapshot
-  beside the log that lets it open without decoding the log (:mod:`labmem.mmu.arrayfile`
+  beside the log that lets it open without decoding the log (:mod:`labmem.core.arrayfile`
   its file format).
 * :mod:`labmem.mmu.pages` — L0/L1/L2 representations, HOT/WARM/COLD residency, the cache.
 * :mod:`labmem.mmu.scoring` — the seven-factor score.

@@ -19,30 +19,15 @@ writes both back as one set of arrays, live documents only.
 
 from __future__ import annotations
 
-import gc
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
 
 import numpy as np
 
+from labmem.core.storage import paused_gc
 from labmem.core.text import extract_terms
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection inside: replaying or indexing 100k records allocates
-    millions of acyclic objects, and each batch of them would make the collector walk all
-    the ones before."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class BasePostings:

@@ -31,10 +31,10 @@ from datetime import datetime, timedelta
 
 from labmem.core.clock import Clock, parse_timestamp, resolve_clock
 from labmem.core.errors import validated_as
+from labmem.core.storage import paused_gc
 from labmem.core.text import extract_terms
 from labmem.core.validation import require_int, require_text
 from labmem.mmu.errors import LedgerError, MmuValidationError, RecordNotFoundError
-from labmem.mmu.index import paused_gc
 from labmem.mmu.pages import (
     Level,
     Page,

@@ -3,7 +3,7 @@
 Opening a :class:`~labmem.mmu.service.FileMemoryService` folds ``records.jsonl``: every
 line is parsed, checked, turned into a record and applied — most of a second per 100,000
 records, in every new process, before the term index is even built. The snapshot
-(``records.jsonl.fold``, :mod:`labmem.mmu.arrayfile`) keeps the result of that fold for a
+(``records.jsonl.fold``, :mod:`labmem.core.arrayfile`) keeps the result of that fold for a
 prefix of the log:
 
 * per record (a *row*, numbered in order of first appearance in the log): its id, status,
@@ -32,7 +32,7 @@ record is one ``pread`` away. A snapshot holding the records themselves would be
 copy of the log to keep right.
 
 **The log stays the source of truth.** A snapshot is used only if it is whole (length and
-CRC-32 of its header and body, :func:`~labmem.mmu.arrayfile.read_arrays`), of this format,
+CRC-32 of its header and body, :func:`~labmem.core.arrayfile.read_arrays`), of this format,
 made for this very file (device and inode: a purge's atomic rewrite, a copy or a restore
 is another file), no longer than the log (*newer* than it: refused), and if the bytes it
 covers are unchanged: a CRC-32 of the covered prefix is recomputed on every open — about
@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from labmem.mmu.arrayfile import (
+from labmem.core.arrayfile import (
     ArrayFileRefused,
     prefix_crc32,
     read_arrays,

@@ -338,7 +338,8 @@ class InMemoryTermIndex:
     def _persist(self) -> None:
         """Write a sidecar covering every record indexed so far (atomically; a failure to
         write — a read-only directory, a full disk — only means the next open rebuilds)."""
-        from labmem.recall.sidecar import prefix_crc32, write_sidecar
+        from labmem.core.arrayfile import prefix_crc32
+        from labmem.recall.sidecar import write_sidecar
 
         terms = self._base_terms + self._vocabulary
         offsets = np.zeros(len(terms) + 1, dtype=np.int64)
@@ -361,7 +362,7 @@ class InMemoryTermIndex:
         try:
             with open(self.store.path, "rb") as handle:
                 stat = os.fstat(handle.fileno())
-                crc = prefix_crc32(handle, covered)
+                crc = prefix_crc32(handle.fileno(), covered)
             meta = {"user_scope": self.store.user_scope, "device": stat.st_dev,
                     "inode": stat.st_ino, "covered_bytes": covered,
                     "covered_lines": self._indexed, "covered_crc32": crc,

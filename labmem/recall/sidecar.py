@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import struct
 import tempfile
 import weakref
 import zlib
@@ -50,20 +49,23 @@ from typing import Any
 
 import numpy as np
 
-from labmem.core.storage import FileSignature, file_signature, fsync_directory
+from labmem.core.arrayfile import (
+    ArrayFileRefused,
+    check_body,
+    prefix_crc32,
+    read_header,
+    write_arrays,
+)
+from labmem.core.storage import FileSignature, file_signature
 
 __all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "SidecarRefused",
-           "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path", "prefix_crc32",
+           "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path",
            "load_companion", "write_companion"]
 
 SIDECAR_SUFFIX = ".recall-index"
 SIDECAR_VERSION = 1
 MAGIC = b"LMRIDX01"
-_FIXED = struct.Struct("<8sII")  # magic, header length, header CRC-32
-_ALIGN = 64
-_CHUNK = 1 << 20
 _TEMP_PREFIX = "."
-_TEMP_SUFFIX = SIDECAR_SUFFIX + ".tmp"
 STAMP_SUFFIX = ".verified"
 
 #: How much older than a stamp both files' modification times must be for the stamp to
@@ -82,22 +84,6 @@ def stamp_path(records_path: str | os.PathLike[str]) -> Path:
     """Where the stamp of a fully checked sidecar lives (see the module docstring)."""
     side = sidecar_path(records_path)
     return side.with_name(side.name + STAMP_SUFFIX)
-
-
-def prefix_crc32(handle, size: int) -> int:
-    """CRC-32 of the first ``size`` bytes of an open binary file, 1 MiB at a time."""
-    buffer = bytearray(min(_CHUNK, max(size, 1)))
-    view = memoryview(buffer)
-    crc = 0
-    handle.seek(0)
-    left = size
-    while left:
-        got = handle.readinto(view[:min(left, len(buffer))])
-        if not got:
-            raise EOFError(f"the file ended {left} bytes before {size}")
-        crc = zlib.crc32(view[:got], crc)
-        left -= got
-    return crc
 
 
 class _OpenFile:
@@ -185,66 +171,11 @@ def write_sidecar(records_path: str | os.PathLike[str], meta: Mapping[str, Any],
     for name, values in strings.items():
         text = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
         parts[name] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    layout: dict[str, list[Any]] = {}
-    offset = 0
-    for name, array in parts.items():
-        array = np.ascontiguousarray(array)
-        parts[name] = array
-        layout[name] = [offset, array.dtype.str, int(array.size)]
-        offset += -(-array.nbytes // _ALIGN) * _ALIGN
-    body_bytes = offset
-    crc = 0
-    for array in parts.values():
-        crc = zlib.crc32(_padded(array), crc)
-    header = json.dumps({"version": SIDECAR_VERSION, "meta": dict(meta), "arrays": layout,
-                         "body_bytes": body_bytes, "body_crc32": crc},
-                        separators=(",", ":")).encode("utf-8")
-    head_len = -(-(_FIXED.size + len(header)) // _ALIGN) * _ALIGN
-    header = header.ljust(head_len - _FIXED.size, b" ")
-    _remove_stale_temporaries(target)
-    fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX + target.name + ".",
-                                suffix=".tmp", dir=target.parent)
-    try:
-        os.fchmod(fd, 0o644)  # readable like the records file (mkstemp makes it private)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(_FIXED.pack(MAGIC, len(header), zlib.crc32(header)))
-            handle.write(header)
-            for array in parts.values():
-                handle.write(_padded(array))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-    fsync_directory(target.parent)
+    write_arrays(target, MAGIC, {**meta, "version": SIDECAR_VERSION}, parts)
     return target
 
 
-def _padded(array: np.ndarray) -> bytes:
-    data = array.tobytes()
-    return data + b"\0" * (-len(data) % _ALIGN)
-
-
-def _remove_stale_temporaries(target: Path) -> None:
-    """Temporary files of writers that were killed mid-write (never read; only removed)."""
-    prefix = _TEMP_PREFIX + target.name + "."
-    try:
-        names = os.listdir(target.parent)
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(prefix) and name.endswith(".tmp"):
-            try:
-                os.unlink(target.parent / name)
-            except OSError:
-                pass
-
-
-class SidecarRefused(Exception):
+class SidecarRefused(ArrayFileRefused):
     """Why a sidecar cannot be used (the caller rebuilds; nothing is raised to the user)."""
 
 
@@ -264,28 +195,14 @@ def load_sidecar(records_path: str | os.PathLike[str], *, user_scope: str) -> Si
         size = side_stat.st_size
         records_before = file_signature(records_path)
         stamped = _stamp_vouches(records_path, FileSignature.of(side_stat), records_before)
-        fixed = handle.read(_FIXED.size)
-        if len(fixed) < _FIXED.size:
-            raise SidecarRefused("torn (shorter than its fixed header)")
-        magic, header_len, header_crc = _FIXED.unpack(fixed)
-        if magic != MAGIC:
-            raise SidecarRefused("not a labmem recall index (wrong magic)")
-        header = handle.read(header_len)
-        if len(header) != header_len or zlib.crc32(header) != header_crc:
-            raise SidecarRefused("torn (its header is incomplete or damaged)")
         try:
-            head = json.loads(header)
-            meta, layout = head["meta"], head["arrays"]
-            body_bytes, body_crc = int(head["body_bytes"]), int(head["body_crc32"])
-        except (ValueError, KeyError, TypeError):
-            raise SidecarRefused("damaged header") from None
-        if head.get("version") != SIDECAR_VERSION:
-            raise SidecarRefused(f"format version {head.get('version')!r}, not "
+            header = read_header(handle, MAGIC)
+        except ArrayFileRefused as refused:
+            raise SidecarRefused(str(refused)) from None
+        meta = header.meta
+        if meta.get("version") != SIDECAR_VERSION:
+            raise SidecarRefused(f"format version {meta.get('version')!r}, not "
                                  f"{SIDECAR_VERSION}")
-        start = _FIXED.size + header_len
-        if size != start + body_bytes:
-            raise SidecarRefused(f"torn ({size} bytes, its header promises "
-                                 f"{start + body_bytes})")
         if meta.get("user_scope") != user_scope:
             raise SidecarRefused("made for another user scope")
         if not stamped:
@@ -293,7 +210,10 @@ def load_sidecar(records_path: str | os.PathLike[str], *, user_scope: str) -> Si
             records_checked = file_signature(records_path)
             side_checked = FileSignature.of(os.fstat(handle.fileno()))
             try:
-                _check_body(handle, body_bytes, body_crc)
+                try:
+                    check_body(handle.fileno(), header)
+                except ArrayFileRefused as refused:
+                    raise SidecarRefused(str(refused)) from None
                 _check_records_file(records_path, meta)
                 if FileSignature.of(os.fstat(handle.fileno())) == side_checked:
                     _finish_stamp(stamp, records_path, side_checked, records_checked)
@@ -302,25 +222,10 @@ def load_sidecar(records_path: str | os.PathLike[str], *, user_scope: str) -> Si
         else:
             _check_identity(records_before, meta)
         file = _OpenFile(os.dup(handle.fileno()))
-    where = {name: (start + offset, np.dtype(dtype), count)
-             for name, (offset, dtype, count) in layout.items()}
+    where = {name: (header.start + offset, np.dtype(dtype), count)
+             for name, (offset, dtype, count) in header.layout.items()}
     return Sidecar(meta, where, file, "stamp" if stamped else "checksums",
-                   (side_stat.st_dev, side_stat.st_ino, size, body_crc))
-
-
-def _check_body(handle, body_bytes: int, body_crc: int) -> None:
-    crc = 0
-    left = body_bytes
-    buffer = bytearray(min(_CHUNK, max(body_bytes, 1)))
-    view = memoryview(buffer)
-    while left:
-        got = handle.readinto(view[:min(left, len(buffer))])
-        if not got:
-            raise SidecarRefused("torn (the body ended early)")
-        crc = zlib.crc32(view[:got], crc)
-        left -= got
-    if crc != body_crc:
-        raise SidecarRefused("damaged (the body's checksum does not match)")
+                   (side_stat.st_dev, side_stat.st_ino, size, header.body_crc32))
 
 
 # -- the stamp: "both files were checked in full, and have not been written since" -------
@@ -399,7 +304,8 @@ def _check_records_file(records_path: Path, meta: Mapping[str, Any]) -> None:
     try:
         with open(records_path, "rb") as records:
             _check_identity(FileSignature.of(os.fstat(records.fileno())), meta)
-            if prefix_crc32(records, int(meta["covered_bytes"])) != meta["covered_crc32"]:
+            covered = int(meta["covered_bytes"])
+            if prefix_crc32(records.fileno(), covered) != meta["covered_crc32"]:
                 raise SidecarRefused("the records it covers were changed (checksum)")
     except FileNotFoundError:
         raise SidecarRefused("the records file is missing") from None

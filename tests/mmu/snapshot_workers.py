@@ -30,7 +30,7 @@ def save_torn_and_die(root):
     """Be killed in the middle of writing the temporary file (a torn temporary)."""
     from pathlib import Path
 
-    import labmem.mmu.arrayfile as arrayfile
+    import labmem.core.arrayfile as arrayfile
     from labmem.mmu.snapshot import snapshot_path
 
     real, target, seen = arrayfile._padded, snapshot_path(Path(root) / "records.jsonl"), []

@@ -394,7 +394,7 @@ def test_a_whole_snapshot_whose_content_is_not_what_labmem_writes_is_refused(tmp
 
     import numpy as np
 
-    from labmem.mmu.arrayfile import read_arrays, write_arrays
+    from labmem.core.arrayfile import read_arrays, write_arrays
     from labmem.mmu.snapshot import MAGIC
 
     write_history(tmp_path)

@@ -8,7 +8,6 @@ up to the cutoff day, applied to a curated state kept beside the workspace (what
 
 import json
 import os
-import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -19,6 +18,7 @@ from labmem.core.clock import FixedClock
 from labmem.workspace import DistillPolicy, WorkspaceMemory, read_daily_file
 from labmem.workspace.curation import OPEN, CuratedState, apply_resolution, distill_facts
 from labmem.workspace.facts import day_of_file
+from tests.file_access import FileAccess
 
 NOW = datetime(2026, 10, 1, 12, 0, tzinfo=timezone.utc)
 T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -111,32 +111,6 @@ def test_cursored_distill_equals_the_full_fold(tmp_path_factory, ops):
                 assert ws._load().to_dict() == oracle.state.to_dict()
 
 
-class _Opens:
-    """Files opened under a directory (an audit hook sees every way of opening one)."""
-
-    hooked, active = False, None
-
-    @classmethod
-    def start(cls, directory):
-        if not cls.hooked:
-            sys.addaudithook(cls._hook)
-            cls.hooked = True
-        cls.active = (str(directory), [])
-        return cls.active[1]
-
-    @classmethod
-    def stop(cls):
-        cls.active = None
-
-    @classmethod
-    def _hook(cls, event, args):
-        active = cls.active
-        if active is not None and event == "open" and isinstance(args[0], (str, bytes)):
-            path = os.fsdecode(args[0])
-            if path.startswith(active[0]) and not path.endswith(".lock"):
-                active[1].append(os.path.relpath(path, active[0]))
-
-
 def _history(root, days=30, per_day=5):
     ws = make(root)
     for d in range(days):
@@ -152,11 +126,11 @@ def test_a_distill_with_nothing_new_opens_no_daily_log(tmp_path):
     policy, as_of = DistillPolicy(), T0 + timedelta(days=70)
     first = ws.distill(policy=policy, as_of=as_of)
     assert first.scanned == 150 and first.created == 3
-    opened = _Opens.start(root)
+    opened = FileAccess.start(root)
     try:
         again = make(root).distill(policy=policy, as_of=as_of)
     finally:
-        _Opens.stop()
+        FileAccess.stop()
     assert (again.scanned, again.created, again.updated) == (150, 0, 0)
     assert not [p for p in opened if p.startswith("daily/")]  # the old distill: all 30
     # ("daily", the directory, is listed only when its marker cannot vouch for the logs,
@@ -174,11 +148,11 @@ def test_a_distill_reads_only_the_lines_appended_since(tmp_path):
                           recorded_at=T0 + timedelta(days=3, hours=20))  # back-dated
     path = root / "daily" / "2026-06-04.jsonl"
     size = path.stat().st_size
-    opened = _Opens.start(root)
+    opened = FileAccess.start(root)
     try:
         report = make(root).distill(policy=policy, as_of=as_of)
     finally:
-        _Opens.stop()
+        FileAccess.stop()
     assert [p for p in opened if p.startswith("daily/")] == ["daily/2026-06-04.jsonl"]
     assert (report.scanned, report.updated) == (151, 1)
     assert fact.fact_id in {fid for e in ws.curated_entries() for fid in e.fact_ids}
@@ -193,11 +167,11 @@ def test_a_policy_change_or_an_earlier_cutoff_reads_everything(tmp_path):
     ws.distill(policy=DistillPolicy(), as_of=as_of)
     for policy, when in ((DistillPolicy(repeat_threshold=3), as_of),
                          (DistillPolicy(repeat_threshold=3), as_of - timedelta(days=35))):
-        opened = _Opens.start(root)
+        opened = FileAccess.start(root)
         try:
             ws.distill(policy=policy, as_of=when)
         finally:
-            _Opens.stop()
+            FileAccess.stop()
         read = {p for p in opened if p.startswith("daily/")}
         last_day = policy.cutoff(when).date()
         assert read == {f"daily/{p.name}" for p in ws._daily_files()
@@ -232,11 +206,11 @@ def test_cursors_survive_a_copy_of_the_project(tmp_path):
     policy, as_of = DistillPolicy(), T0 + timedelta(days=70)
     ws.distill(policy=policy, as_of=as_of)
     shutil.copytree(tmp_path / "a", tmp_path / "b")
-    opened = _Opens.start(tmp_path / "b")
+    opened = FileAccess.start(tmp_path / "b")
     try:
         report = make(tmp_path / "b").distill(policy=policy, as_of=as_of)
     finally:
-        _Opens.stop()
+        FileAccess.stop()
     assert not [p for p in opened if p.startswith("daily/")]
     assert report == make(tmp_path / "a").distill(policy=policy, as_of=as_of)
 

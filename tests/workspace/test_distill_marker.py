@@ -11,13 +11,13 @@ same timestamp tick.
 
 import json
 import os
-import sys
 from datetime import timedelta
 
 import pytest
 
 from labmem.core.clock import format_timestamp
 from labmem.workspace import DistillPolicy, WorkspaceMemory
+from tests.file_access import FileAccess
 from tests.procs import run_child
 from tests.workspace import workers
 from tests.workspace.test_distill_cursors import T0, Oracle, _history, make
@@ -82,37 +82,6 @@ def test_an_append_in_the_same_timestamp_tick_is_picked_up(tmp_path, monkeypatch
     assert report == oracle.distill(ws, POLICY, AS_OF)
 
 
-class _Listings:
-    """Directory listings and opens under a directory (audit events)."""
-
-    hooked, active = False, None
-
-    @classmethod
-    def start(cls, directory):
-        if not cls.hooked:
-            sys.addaudithook(cls._hook)
-            cls.hooked = True
-        cls.active = (str(directory), [])
-        return cls.active[1]
-
-    @classmethod
-    def stop(cls):
-        cls.active = None
-
-    @classmethod
-    def _hook(cls, event, args):
-        active = cls.active
-        if active is None or event not in ("open", "os.listdir", "os.scandir"):
-            return
-        path = args[0]
-        if isinstance(path, int):  # a directory descriptor: listed by number
-            active[1].append((event, "<fd>"))
-        elif isinstance(path, (str, bytes, os.PathLike)):
-            name = os.fsdecode(path)
-            if name.startswith(active[0]) and not name.endswith(".lock"):
-                active[1].append((event, os.path.relpath(name, active[0])))
-
-
 def test_a_distill_with_nothing_new_reads_no_listing_of_the_logs(tmp_path):
     """With the marker older than curated.json, no daily file is opened, stat'ed by
     name in a listing, or listed: the cost does not depend on how many there are."""
@@ -120,11 +89,11 @@ def test_a_distill_with_nothing_new_reads_no_listing_of_the_logs(tmp_path):
     ws = _history(root, days=40)
     os.utime(root / "daily", ns=(OLD, OLD))  # the logs were written long ago
     first = ws.distill(policy=POLICY, as_of=AS_OF)
-    seen = _Listings.start(root)
+    seen = FileAccess.start(root, ("open", "os.listdir", "os.scandir"))
     try:
         again = make(root).distill(policy=POLICY, as_of=AS_OF)
     finally:
-        _Listings.stop()
+        FileAccess.stop()
     assert (again.scanned, again.created, again.updated) == (first.scanned, 0, 0)
     assert not [e for e in seen if e[0] != "open"]  # no listdir, no scandir
     assert {name for _, name in seen} - {"MEMORY.md"} == {"workspace.json", "curated.json"}
@@ -143,11 +112,11 @@ def test_a_distill_with_nothing_new_trusts_the_stamp_of_memory_md(tmp_path):
     if probe.stat().st_mtime_ns != OLD + 1:  # pragma: no cover
         pytest.skip("this filesystem does not keep nanoseconds: MEMORY.md is hashed")
     assert os.stat(root / "MEMORY.md").st_mtime_ns == os.stat(root / "curated.json").st_mtime_ns - 1
-    seen = _Listings.start(root)
+    seen = FileAccess.start(root, ("open", "os.listdir", "os.scandir"))
     try:
         again = make(root).distill(policy=POLICY, as_of=AS_OF)
     finally:
-        _Listings.stop()
+        FileAccess.stop()
     assert (again.created, again.updated) == (0, 0)
     assert "MEMORY.md" not in {name for _, name in seen}
 

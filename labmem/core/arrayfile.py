@@ -1,8 +1,8 @@
 """A file of named numpy arrays and a JSON header, each part checksummed, written atomically.
 
-The generic half of the memory service's fold snapshot (:mod:`labmem.mmu.snapshot`); it
-knows nothing about records. (It belongs in ``labmem.core`` beside the other file shapes,
-and the recall sidecar could share it; it lives here until then.)
+The file shape of two caches that let a new process skip decoding a whole JSONL log: the
+recall index's sidecar (:mod:`labmem.recall.sidecar`) and the memory service's fold
+snapshot (:mod:`labmem.mmu.snapshot`). It knows nothing about records.
 
 Layout: ``magic · header length · header CRC-32 · header JSON · arrays``, each array
 64-byte aligned. The header holds the caller's ``meta``, where each array lies (offset,
@@ -25,7 +25,7 @@ import tempfile
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -122,6 +122,58 @@ def write_arrays(target: str | os.PathLike[str], magic: bytes, meta: Mapping[str
     return True
 
 
+class Header(NamedTuple):
+    """What an array file's header says: the caller's ``meta``, where each array lies
+    (``layout``: name -> (offset from ``start``, dtype string, count)), and the body."""
+
+    meta: dict[str, Any]
+    layout: dict[str, list[Any]]
+    start: int  # where the body begins
+    body_bytes: int
+    body_crc32: int
+
+
+def read_header(handle, magic: bytes) -> Header:
+    """The header of the array file open as ``handle`` (at its start), checked: its magic,
+    its own CRC-32, and that the file is exactly as long as it promises. The body is not
+    read (:func:`check_body` does that)."""
+    size = os.fstat(handle.fileno()).st_size
+    fixed = handle.read(_FIXED.size)
+    if len(fixed) < _FIXED.size:
+        raise ArrayFileRefused("torn (shorter than its fixed header)")
+    found, header_len, header_crc = _FIXED.unpack(fixed)
+    if found != magic:
+        raise ArrayFileRefused(f"not this format (wrong magic {found!r}, expected {magic!r})")
+    header = handle.read(header_len)
+    if len(header) != header_len or zlib.crc32(header) != header_crc:
+        raise ArrayFileRefused("torn (its header is incomplete or damaged)")
+    try:
+        head = json.loads(header)
+        found = Header(head["meta"], head["arrays"], _FIXED.size + header_len,
+                       int(head["body_bytes"]), int(head["body_crc32"]))
+    except (ValueError, KeyError, TypeError):
+        raise ArrayFileRefused("damaged header") from None
+    if size != found.start + found.body_bytes:
+        raise ArrayFileRefused(f"torn ({size} bytes, its header promises "
+                               f"{found.start + found.body_bytes})")
+    return found
+
+
+def check_body(fd: int, header: Header) -> None:
+    """Refuse a body whose CRC-32 is not the header's, reading it 1 MiB at a time (so the
+    check costs no memory: a memory map's pages would count as the process's own)."""
+    crc = 0
+    offset, end = header.start, header.start + header.body_bytes
+    while offset < end:
+        chunk = os.pread(fd, min(_CHUNK, end - offset), offset)
+        if not chunk:
+            raise ArrayFileRefused("torn (the body ended early)")
+        crc = zlib.crc32(chunk, crc)
+        offset += len(chunk)
+    if crc != header.body_crc32:
+        raise ArrayFileRefused("damaged (the body's checksum does not match)")
+
+
 def read_arrays(target: str | os.PathLike[str], magic: bytes
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``(meta, arrays)`` of a whole, undamaged file; else :class:`ArrayFileRefused`.
@@ -136,30 +188,10 @@ def read_arrays(target: str | os.PathLike[str], magic: bytes
     except OSError as exc:
         raise ArrayFileRefused(f"unreadable ({exc.strerror})") from None
     with handle:
-        size = os.fstat(handle.fileno()).st_size
-        fixed = handle.read(_FIXED.size)
-        if len(fixed) < _FIXED.size:
-            raise ArrayFileRefused("torn (shorter than its fixed header)")
-        found, header_len, header_crc = _FIXED.unpack(fixed)
-        if found != magic:
-            raise ArrayFileRefused(f"not this format (magic {found!r}, expected {magic!r})")
-        header = handle.read(header_len)
-        if len(header) != header_len or zlib.crc32(header) != header_crc:
-            raise ArrayFileRefused("torn (its header is incomplete or damaged)")
-        try:
-            head = json.loads(header)
-            meta, layout = head["meta"], head["arrays"]
-            body_bytes, body_crc = int(head["body_bytes"]), int(head["body_crc32"])
-        except (ValueError, KeyError, TypeError):
-            raise ArrayFileRefused("damaged header") from None
-        start = _FIXED.size + header_len
-        if size != start + body_bytes:
-            raise ArrayFileRefused(f"torn ({size} bytes, its header promises "
-                                   f"{start + body_bytes})")
+        header = read_header(handle, magic)
+        check_body(handle.fileno(), header)
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    if zlib.crc32(memoryview(mapped)[start:]) != body_crc:
-        raise ArrayFileRefused("damaged (the body's checksum does not match)")
     arrays = {name: np.frombuffer(mapped, dtype=np.dtype(dtype), count=count,
-                                  offset=start + offset)
-              for name, (offset, dtype, count) in layout.items()}
-    return meta, arrays
+                                  offset=header.start + offset)
+              for name, (offset, dtype, count) in header.layout.items()}
+    return header.meta, arrays
