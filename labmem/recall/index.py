@@ -554,9 +554,8 @@ def open_term_index(store) -> TermIndex:
 def _groups_shape(kept: dict) -> bool:
     """Is ``kept["groups"]`` analyzed term -> list of surface terms, all strings?"""
     groups = kept.get("groups")
-    return isinstance(groups, dict) and all(
-        isinstance(surfaces, list) and all(isinstance(s, str) for s in surfaces)
-        for surfaces in groups.values())
+    return (isinstance(groups, dict) and {type(v) for v in groups.values()} <= {list}
+            and {type(s) for surfaces in groups.values() for s in surfaces} <= {str})
 
 
 def merge_postings(postings: Iterable[Postings]) -> np.ndarray:
