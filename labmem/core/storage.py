@@ -29,6 +29,7 @@ import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError
@@ -475,10 +476,17 @@ def swap_into_place(temp_name: str, target: Path) -> None:
     the old version whole. Elsewhere, or where the filesystem refuses, ``os.replace``.
     """
     exchange = _exchange_function()
-    if exchange is not None and exchange(temp_name, target):
+    if exchange is not None and _is_regular_file(target) and exchange(temp_name, target):
         os.unlink(temp_name)  # the previous version, now under the temporary name
-    else:
+    else:  # no old file, or not a plain one (a link, a directory): the rename decides
         os.replace(temp_name, target)
+
+
+def _is_regular_file(path: Path) -> bool:
+    try:
+        return S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 @functools.cache

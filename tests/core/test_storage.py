@@ -244,3 +244,14 @@ def test_swap_exchanges_rather_than_renames_over(tmp_path, monkeypatch):
     monkeypatch.setattr(storage.os, "replace", lambda *a: pytest.fail("renamed over"))
     storage.swap_into_place(str(temp), target)
     assert target.read_text() == "new"
+
+
+def test_swap_onto_something_that_is_not_a_plain_file_behaves_like_a_rename(tmp_path):
+    """A directory in the way is refused as os.replace refuses it, and nothing moves."""
+    from labmem.core.storage import swap_into_place
+    target, temp = tmp_path / "MEMORY.md", tmp_path / ".MEMORY.md.x.tmp"
+    target.mkdir()
+    temp.write_text("new")
+    with pytest.raises(OSError):
+        swap_into_place(str(temp), target)
+    assert target.is_dir() and temp.read_text() == "new"
