@@ -210,8 +210,11 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
             value = _DECODER.decode(text)  # json.JSONDecodeError is a ValueError
     except RecursionError:
         raise ValueError(too_deep(max_depth)) from None
-    # (a surrogate can only come from a "\\u")
-    if ("\\" in text and "\\u" in text) or may_nest_deeper_than(text, max_depth):
+    # a surrogate can only come from a "\\u"; nesting deeper than max_depth needs more
+    # than 2 * max_depth characters and max_depth brackets (tested inline: a hot path)
+    if ("\\" in text and "\\u" in text) or (
+            len(text) > 2 * max_depth and text.count("[") + text.count("{") > max_depth
+            and json_text_depth(text) > max_depth):
         found = json_problem(value, "document", max_depth=max_depth)
         if found is not None:
             path, problem = found
