@@ -127,10 +127,11 @@ class InMemoryTermIndex:
 
     Per record it stores two numbers (length, capture time) and the byte offset of its
     line; per term, the positions and counts of its records. On the first
-    :meth:`refresh` it maps the sidecar (:mod:`labmem.recall.sidecar`) if that is whole and
-    describes the file, else it reads and validates the whole file through the store and
-    writes a new sidecar. Either way it then follows the file, decoding only records
-    appended since, and a hit's record is decoded from its line by offset.
+    :meth:`refresh` it opens the sidecar (:mod:`labmem.recall.sidecar`) if that is whole and
+    describes the file, and reads from it only what queries use; else it reads and
+    validates the whole file through the store and writes a new sidecar. Either way it then
+    follows the file, decoding only records appended since, and a hit's record is decoded
+    from its line by offset.
 
     ``sidecar=False`` never reads or writes one (results are the same, byte for byte).
     """
@@ -149,7 +150,7 @@ class InMemoryTermIndex:
         self._lengths = array("q")
         self._captured = array("d")
         self._offsets = array("q", [0])  # byte offset of each record's line, and the end
-        # the base: what a sidecar held (read-only views of its memory map)
+        # the base: what a sidecar holds (its arrays are read from the file as needed)
         self._base = None
         self._base_records = 0
         self._base_slots: dict[str, int] = {}
@@ -415,9 +416,10 @@ class InMemoryTermIndex:
     def term_postings(self, term: str, *, keep: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(positions, counts) of ``term``, ascending — without a copy per call.
 
-        A term only the sidecar holds is two views of its memory map; a term with
-        postings indexed in this process (the tail) is joined once and kept
-        (:data:`TAIL_CACHE` postings at most) until the tail grows again.
+        A term only the sidecar holds is read from it once and kept while it fits
+        :data:`POSTINGS_CACHE_BYTES`; a term with postings indexed in this process (the
+        tail) is joined once and kept (:data:`TAIL_CACHE` postings at most) until the
+        tail grows again.
         """
         slot = self._base_slots.get(term)
         entry = self._postings.get(term)
