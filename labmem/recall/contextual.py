@@ -377,8 +377,6 @@ class _Explainer:
         self.idf = [_r(v) for v in scored.idf]
         self.thread_idf = [_r(v) for v in scored.thread_idf]
         self.field_names = tuple(scored.fields)
-        # field × term × position
-        self.field_matrix: np.ndarray | None = np.stack(list(scored.fields.values()))
         arrays = scored.arrays
         # the surface forms of terms that have several: their own-text counts at the hits
         # and at the hits' neighbours (a term with one form needs no look-up)
@@ -451,7 +449,7 @@ class _Explainer:
             bonus = round(sum(round(v, digits) for v in thread_column if v > 0), digits)
         detail = functools.partial(
             self.detail, position, thread_of(record.source.source_id), rows,
-            self.field_matrix[:, :, position].T.tolist(), scored.tf[:, position].tolist(),
+            self._by_field(position), scored.tf[:, position].tolist(),
             term_contributions, thread_column, thread_tf)
         return ContextualBreakdown(
             matched_terms=tuple(term_contributions),
@@ -470,9 +468,15 @@ class _Explainer:
             _explain=detail,
         )
 
+    def _by_field(self, position: int) -> list[list[float]]:
+        """Term × field counts of one hit (gathered per hit: stacking every field's full
+        term × record matrix would copy them all for ten columns)."""
+        return np.array([counts[:, position] for counts in self.scored.fields.values()]
+                        ).T.tolist()
+
     def release(self) -> None:
         """Drop the query's matrices: the hits' detail needs only what each one captured."""
-        self.scored = self.field_matrix = None
+        self.scored = None
 
     def detail(self, position: int, thread_name: str, rows: list[int],
                by_field: list[list[float]], tf_total: list[float],
