@@ -133,6 +133,16 @@ class Header(NamedTuple):
     body_crc32: int
 
 
+def open_array_file(target: str | os.PathLike[str]):
+    """``target`` open for reading (binary), or :class:`ArrayFileRefused` saying why not."""
+    try:
+        return open(target, "rb")
+    except FileNotFoundError:
+        raise ArrayFileRefused("missing") from None
+    except OSError as exc:
+        raise ArrayFileRefused(f"unreadable ({exc.strerror})") from None
+
+
 def read_header(handle, magic: bytes) -> Header:
     """The header of the array file open as ``handle`` (at its start), checked: its magic,
     its own CRC-32, and that the file is exactly as long as it promises. The body is not
@@ -181,13 +191,7 @@ def read_arrays(target: str | os.PathLike[str], magic: bytes
     The arrays are read-only views of a memory map of the file (it stays mapped while
     any of them is alive).
     """
-    try:
-        handle = open(target, "rb")
-    except FileNotFoundError:
-        raise ArrayFileRefused("missing") from None
-    except OSError as exc:
-        raise ArrayFileRefused(f"unreadable ({exc.strerror})") from None
-    with handle:
+    with open_array_file(target) as handle:
         header = read_header(handle, magic)
         check_body(handle.fileno(), header)
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)

@@ -36,7 +36,6 @@ killed mid-write leaves only its temporary file, which the next writer removes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -52,11 +51,12 @@ import numpy as np
 from labmem.core.arrayfile import (
     ArrayFileRefused,
     check_body,
+    open_array_file,
     prefix_crc32,
     read_header,
     write_arrays,
 )
-from labmem.core.storage import FileSignature, file_signature
+from labmem.core.storage import FileSignature, file_signature, write_text_atomic
 
 __all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "SidecarRefused",
            "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path",
@@ -182,23 +182,21 @@ class SidecarRefused(ArrayFileRefused):
 def load_sidecar(records_path: str | os.PathLike[str], *, user_scope: str) -> Sidecar:
     """The sidecar of ``records_path`` if it is whole and describes this file; else raise
     :class:`SidecarRefused` with the reason (missing, torn, another file, stale, newer)."""
-    records_path = Path(records_path)
-    target = sidecar_path(records_path)
     try:
-        handle = open(target, "rb")
-    except FileNotFoundError:
-        raise SidecarRefused("missing") from None
-    except OSError as exc:
-        raise SidecarRefused(f"unreadable ({exc.strerror})") from None
-    with handle:
+        return _load_sidecar(Path(records_path), user_scope)
+    except SidecarRefused:
+        raise
+    except ArrayFileRefused as refused:  # the file shape's own reasons (missing, torn, ...)
+        raise SidecarRefused(str(refused)) from None
+
+
+def _load_sidecar(records_path: Path, user_scope: str) -> Sidecar:
+    with open_array_file(sidecar_path(records_path)) as handle:
         side_stat = os.fstat(handle.fileno())
         size = side_stat.st_size
         records_before = file_signature(records_path)
         stamped = _stamp_vouches(records_path, FileSignature.of(side_stat), records_before)
-        try:
-            header = read_header(handle, MAGIC)
-        except ArrayFileRefused as refused:
-            raise SidecarRefused(str(refused)) from None
+        header = read_header(handle, MAGIC)
         meta = header.meta
         if meta.get("version") != SIDECAR_VERSION:
             raise SidecarRefused(f"format version {meta.get('version')!r}, not "
@@ -210,10 +208,7 @@ def load_sidecar(records_path: str | os.PathLike[str], *, user_scope: str) -> Si
             records_checked = file_signature(records_path)
             side_checked = FileSignature.of(os.fstat(handle.fileno()))
             try:
-                try:
-                    check_body(handle.fileno(), header)
-                except ArrayFileRefused as refused:
-                    raise SidecarRefused(str(refused)) from None
+                check_body(handle.fileno(), header)
                 _check_records_file(records_path, meta)
                 if FileSignature.of(os.fstat(handle.fileno())) == side_checked:
                     _finish_stamp(stamp, records_path, side_checked, records_checked)
@@ -324,18 +319,9 @@ def write_companion(sidecar: Sidecar, records_path: str | os.PathLike[str], name
     analyzer) beside it, atomically; a failure to write is only a lost cache."""
     body = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     head = json.dumps({"sidecar": list(sidecar.identity), "crc32": zlib.crc32(body)})
-    target = _companion_path(records_path, name)
-    try:
-        fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX + target.name + ".", suffix=".tmp",
-                                    dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(head.encode("ascii") + b"\n" + body)
-            os.replace(temp, target)  # a cache of a cache: no fsync
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+    try:  # a cache of a cache: atomic, without an fsync
+        write_text_atomic(_companion_path(records_path, name),
+                          head + "\n" + body.decode("utf-8"), durable=False)
     except OSError:
         pass
 
