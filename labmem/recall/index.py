@@ -26,6 +26,7 @@ every record's length and time (``record_columns``): what MaxScore pruning
 from __future__ import annotations
 
 import os
+import weakref
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
@@ -176,6 +177,7 @@ class InMemoryTermIndex:
         self._joined: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}  # base + tail
         self._joined_size = 0
         self._columns: tuple[np.ndarray, np.ndarray] | None = None
+        self._reader: int | None = None  # descriptor hits are read through (_records_fd)
 
     def __repr__(self) -> str:
         terms = len(self._base_slots) + len(self._vocabulary)
@@ -501,13 +503,29 @@ class InMemoryTermIndex:
             self._decoded.move_to_end(position)
         return record
 
+    def _records_fd(self) -> int:
+        """One read-only descriptor of the records file, kept while the index lives (an
+        open per hit cost as much as decoding it). It must be the file the log follows:
+        each recall's refresh checks that the name still holds it."""
+        if self._reader is None:
+            fd = os.open(self.store.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            stat = os.fstat(fd)
+            followed = self._log.identity if self._log is not None else None
+            if followed is not None and (stat.st_dev, stat.st_ino) != followed:
+                os.close(fd)
+                raise RemoteMemoryCorruptionError(
+                    self.store.path.name, None,
+                    "the file was replaced behind this index (records are only appended)")
+            self._reader = fd
+            weakref.finalize(self, os.close, fd)
+        return self._reader
+
     def _read_line(self, position: int) -> StoredMemory:
         from labmem.core.validation import parse_json
 
         start, end = self._offsets[position], self._offsets[position + 1]
         name = self.store.path.name
-        with open(self.store.path, "rb") as handle:
-            raw = os.pread(handle.fileno(), end - start, start)
+        raw = os.pread(self._records_fd(), end - start, start)
         try:
             obj = parse_json(raw)
         except ValueError as exc:

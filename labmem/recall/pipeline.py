@@ -25,7 +25,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -37,8 +37,14 @@ from labmem.core.provenance import MemorySource
 from labmem.core.render import XML, count, fixed, join_lines
 from labmem.core.text import collapse_whitespace, normalize_text, term_frequencies
 from labmem.core.validation import require_int
-from labmem.recall.index import TermIndex, merge_postings, open_term_index, record_terms
-from labmem.recall.pruning import MIN_SKIPPED, prune_estimate, term_extremes
+from labmem.recall.index import (
+    Postings,
+    TermIndex,
+    merge_postings,
+    open_term_index,
+    record_terms,
+)
+from labmem.recall.pruning import MIN_SKIPPED, lookup_postings, prune_estimate, term_extremes
 from labmem.recall.scorers import (  # noqa: F401 (weights re-exported for chapter s12)
     LEXICAL_WEIGHT,
     RECENCY_WEIGHT,
@@ -320,17 +326,24 @@ def stable_rank_recall_candidates(
               for b in (score_recall_candidate(query, c, as_of=as_of, scorer=scorer,
                                                stats=stats),))
     top = heapq.nsmallest(query.limit, scored, key=lambda item: item[0])
+    return ranked_hits(query, ((c.record, b) for _, c, b in top))
+
+
+def ranked_hits(query: RecallQuery,
+                ordered: Iterable[tuple[StoredMemory, RecallScoreBreakdown]]
+                ) -> tuple[RecallHit, ...]:
+    """(record, breakdown) pairs, best first, as hits ranked from 1."""
     return tuple(
         RecallHit(
             query_id=query.query_id,
-            memory_id=candidate.record.memory_id,
+            memory_id=record.memory_id,
             rank=rank,
-            snippet=snippet_of(candidate.record),
-            scope=RecallScope(candidate.record.user_scope, candidate.record.kind),
-            provenance=candidate.record.source,
+            snippet=snippet_of(record),
+            scope=RecallScope(record.user_scope, record.kind),
+            provenance=record.source,
             score_breakdown=breakdown,
         )
-        for rank, (_, candidate, breakdown) in enumerate(top, start=1)
+        for rank, (record, breakdown) in enumerate(ordered, start=1)
     )
 
 
@@ -488,21 +501,22 @@ class RecallEngine:
         if ranks_itself is not None:  # a scorer that reads a record's neighbours (contextual)
             return ranks_itself(self.index, query, as_of=as_of)
         tolerance = 1e-5 + 1e-6 * len(query.terms)
-        pruned, stats = self._pruned(query, as_of.timestamp(), tolerance)
+        self.index.refresh()
+        lists, stats, postings = self._term_lists(query)
+        pruned = None if postings is not None else self._pruned(
+            query, lists, stats, as_of.timestamp(), tolerance)
         if pruned is not None:
             positions, estimates = pruned.positions, pruned.estimates
             candidate_records = pruned.candidate_records
             self.last_skipped_terms = pruned.skipped_terms
         else:
-            postings, stats = self._postings(query)
             positions, estimates = self.scorer.estimate(
-                query.terms, postings, as_of_seconds=as_of.timestamp(), stats=stats)
+                query.terms, self._full_postings(lists) if postings is None else postings,
+                as_of_seconds=as_of.timestamp(), stats=stats)
             candidate_records = len(positions)
             self.last_skipped_terms = ()
-        top = [self._candidate_at(query, int(p))
-               for p in shortlist(positions, estimates, query.limit, tolerance)]
-        hits = stable_rank_recall_candidates(query, top, as_of=as_of, scorer=self.scorer,
-                                             stats=stats)
+        top = shortlist(positions, estimates, query.limit, tolerance).astype(np.int64)
+        hits = ranked_hits(query, self._explained_top(query, top, lists, stats, as_of))
         return RecallResult(
             query=query,
             hits=hits,
@@ -511,16 +525,85 @@ class RecallEngine:
             empty_reason=None if hits else EMPTY_NO_MATCHING_TERMS,
         )
 
-    def _pruned(self, query: RecallQuery, as_of_seconds: float, tolerance: float):
-        """MaxScore over the index's postings, when the index lends them without copies
-        (``term_postings``, ``record_columns``); (None, None): score exhaustively."""
+    def _term_lists(self, query: RecallQuery):
+        """Each query term's (positions, counts), the statistics, and the terms'
+        :class:`Postings` if they had to be built to get the lists (an index that does not
+        lend its arrays, ``term_postings``)."""
         lend = getattr(self.index, "term_postings", None)
-        if not self.prune or lend is None or len(query.terms) < 2:
-            return None, None
-        self.index.refresh()
-        lists = {term: lend(term) for term in query.terms}
+        postings = None
+        if lend is None:
+            postings = {term: self.index.postings(term) for term in query.terms}
+            lists = {term: (p.positions, p.counts) for term, p in postings.items()}
+        else:
+            lists = {term: lend(term) for term in query.terms}
         stats = CorpusStats(self.index.searched_records, self.index.total_length,
-                            MappingProxyType({t: len(p) for t, (p, _) in lists.items()}))
+                            MappingProxyType({t: len(found[0]) for t, found in lists.items()}))
+        return lists, stats, postings
+
+    def _full_postings(self, lists) -> dict[str, Postings]:
+        """:class:`Postings` of lent lists: each record's length and time gathered."""
+        lengths, captured = self.index.record_columns()
+        return {term: Postings(positions, counts, lengths[positions], captured[positions])
+                if len(positions) else Postings.empty()
+                for term, (positions, counts) in lists.items()}
+
+    def _explained_top(self, query: RecallQuery, top: np.ndarray,
+                       lists: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                       stats: CorpusStats, as_of: datetime):
+        """The best ``query.limit`` of the shortlist, as (record, breakdown), best first.
+
+        Stages 2–4 for the shortlist, from the index alone: a position's term counts are
+        looked up in the postings it was found in, its length and time are the index's
+        columns, so a record is not tokenized again (the index counted its terms with
+        :func:`record_terms` when it was indexed). Only the records that make the top
+        are decoded, when the index can name a position's memory id.
+        """
+        counts = [{} for _ in range(len(top))]
+        for term in query.terms:  # query order, as _candidate keeps the matched terms
+            term_positions, term_counts = lists[term]
+            if not len(term_positions):
+                continue
+            hit, at = lookup_postings(term_positions, top)
+            for row, value in zip(np.flatnonzero(hit).tolist(), term_counts[at].tolist(),
+                                  strict=True):
+                counts[row][term] = value
+        lengths = captured = None
+        columns = getattr(self.index, "record_columns", None)
+        if columns is not None:
+            lengths, captured = columns()
+        id_at = getattr(self.index, "memory_id", None)
+        keyed = []
+        for row, position in enumerate(top.tolist()):
+            record = None
+            if id_at is None or lengths is None:
+                record = self.index.record(position)
+                _check_scope(query, record)
+                length = sum(self._terms_of(position).values()) if lengths is None \
+                    else int(lengths[position])
+                when, name = record.source.captured_at, record.memory_id
+            else:
+                length, name = int(lengths[position]), id_at(position)
+                when = datetime.fromtimestamp(float(captured[position]), UTC)
+            breakdown = self.scorer.explain(query.terms, counts[row], length, when,
+                                            as_of=as_of, stats=stats)
+            keyed.append(((-breakdown.total, -breakdown.lexical_coverage, -when.timestamp(),
+                           name), position, record, breakdown))
+        best = heapq.nsmallest(query.limit, keyed, key=lambda item: item[0])
+        for _, position, record, breakdown in best:
+            if record is None:
+                record = self.index.record(position)
+                _check_scope(query, record)
+            yield record, breakdown
+
+    def _pruned(self, query: RecallQuery, lists, stats: CorpusStats, as_of_seconds: float,
+                tolerance: float):
+        """MaxScore over the lent postings (``term_postings`` and ``record_columns``);
+        ``None``: score exhaustively."""
+        if not self.prune or len(query.terms) < 2:
+            return None
+        sizes = [len(found[0]) for found in lists.values()]
+        if sum(sizes) - min(sizes) < self.prune_min_skipped:
+            return None  # what could be skipped is too short to be worth a try
         lengths, captured = self.index.record_columns()
 
         def extremes(term: str) -> tuple[int, int]:
@@ -533,11 +616,9 @@ class RecallEngine:
                 found = self._extremes[key] = term_extremes(positions, counts, lengths)
             return found
 
-        pruned = prune_estimate(self.scorer, query.terms, lists, query.limit, lengths,
-                                captured, as_of_seconds=as_of_seconds, stats=stats,
-                                tolerance=tolerance, extremes=extremes,
-                                min_skipped=self.prune_min_skipped)
-        return pruned, stats
+        return prune_estimate(self.scorer, query.terms, lists, query.limit, lengths, captured,
+                              as_of_seconds=as_of_seconds, stats=stats, tolerance=tolerance,
+                              extremes=extremes, min_skipped=self.prune_min_skipped)
 
 
 # -- 5. render -----------------------------------------------------------------------

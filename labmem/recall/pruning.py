@@ -33,7 +33,7 @@ import numpy as np
 from labmem.recall.index import Postings
 from labmem.recall.scorers import CorpusStats, Scorer, _Accumulated
 
-__all__ = ["PrunedEstimate", "prune_estimate", "term_extremes"]
+__all__ = ["PrunedEstimate", "lookup_postings", "prune_estimate", "term_extremes"]
 
 #: Bounds are computed in floating point like the scores; this relative slack keeps a
 #: bound that rounding made 1 ulp too small from pruning a record it should not.
@@ -61,8 +61,9 @@ def term_extremes(positions: np.ndarray, counts: np.ndarray,
     return int(counts.max()), int(lengths[positions].min())
 
 
-def _lookup(positions: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(which candidates hold the term, where in ``positions``), by binary search."""
+def lookup_postings(positions: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(which candidates hold the term, where in ``positions``), by binary search;
+    ``positions`` ascending and not empty."""
     probe = candidates.astype(positions.dtype, copy=False)  # same dtype: no copy of postings
     at = np.minimum(np.searchsorted(positions, probe), len(positions) - 1)
     hit = positions[at] == probe
@@ -80,7 +81,7 @@ def score_candidates(scorer: Scorer, query_terms: tuple[str, ...],
         positions, counts = lists[term]
         if not len(positions):
             continue
-        hit, at = _lookup(positions, candidates)
+        hit, at = lookup_postings(positions, candidates)
         held = candidates[hit]
         part = Postings(held, counts[at], lengths[held], captured[held])
         lexical[hit] += scorer.term_weights(term, part, stats)
@@ -152,7 +153,8 @@ def _union_size(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], found: np.nd
     |found ∩ it|, by binary search; more: a mark per record (no scores computed)."""
     if len(rest) == 1:
         positions = lists[rest[0]][0]
-        return len(found) + len(positions) - int(np.count_nonzero(_lookup(positions, found)[0]))
+        shared = int(np.count_nonzero(lookup_postings(positions, found)[0]))
+        return len(found) + len(positions) - shared
     terms = list(rest)
     size = max(int(found[-1]), *(int(lists[t][0][-1]) for t in terms)) + 1
     marks = np.zeros(size, dtype=bool)
