@@ -564,30 +564,34 @@ class RecallEngine:
             if not len(term_positions):
                 continue
             hit, at = lookup_postings(term_positions, top)
-            for row, value in zip(np.flatnonzero(hit).tolist(), term_counts[at].tolist(),
-                                  strict=True):
-                counts[row][term] = value
-        lengths = captured = None
+            if hit.any():
+                for row, value in zip(np.flatnonzero(hit).tolist(), term_counts[at].tolist(),
+                                      strict=True):
+                    counts[row][term] = value
         columns = getattr(self.index, "record_columns", None)
-        if columns is not None:
-            lengths, captured = columns()
         id_at = getattr(self.index, "memory_id", None)
         keyed = []
-        for row, position in enumerate(top.tolist()):
-            record = None
-            if id_at is None or lengths is None:
+        if columns is not None and id_at is not None:  # from the index alone
+            lengths, captured = columns()
+            for row, (position, length, seconds) in enumerate(zip(
+                    top.tolist(), lengths[top].tolist(), captured[top].tolist(), strict=True)):
+                when = datetime.fromtimestamp(seconds, UTC)
+                breakdown = self.scorer.explain(query.terms, counts[row], length, when,
+                                                as_of=as_of, stats=stats)
+                keyed.append(((-breakdown.total, -breakdown.lexical_coverage, -seconds,
+                               id_at(position)), position, None, breakdown))
+        else:  # from the records themselves
+            for row, position in enumerate(top.tolist()):
                 record = self.index.record(position)
                 _check_scope(query, record)
-                length = sum(self._terms_of(position).values()) if lengths is None \
-                    else int(lengths[position])
-                when, name = record.source.captured_at, record.memory_id
-            else:
-                length, name = int(lengths[position]), id_at(position)
-                when = datetime.fromtimestamp(float(captured[position]), UTC)
-            breakdown = self.scorer.explain(query.terms, counts[row], length, when,
-                                            as_of=as_of, stats=stats)
-            keyed.append(((-breakdown.total, -breakdown.lexical_coverage, -when.timestamp(),
-                           name), position, record, breakdown))
+                length = (sum(self._terms_of(position).values()) if columns is None
+                          else int(columns()[0][position]))
+                when = record.source.captured_at
+                breakdown = self.scorer.explain(query.terms, counts[row], length, when,
+                                                as_of=as_of, stats=stats)
+                keyed.append(((-breakdown.total, -breakdown.lexical_coverage,
+                               -when.timestamp(), record.memory_id), position, record,
+                              breakdown))
         best = heapq.nsmallest(query.limit, keyed, key=lambda item: item[0])
         for _, position, record, breakdown in best:
             if record is None:

@@ -60,8 +60,14 @@ def fill(store, specs):
             kind=MemoryKind.PROFILE if is_profile else MemoryKind.CONVERSATION,
             content=" ".join(words), summary="", memory_id=f"m-{n:03d}",
             source=MemorySource(f"s-{n}", "conversation_transcript", "notes",
-                                NOW - timedelta(days=days_old)),
+                                captured(n, days_old)),
         )
+
+
+def captured(n, days_old):
+    """Whole days back, plus one of three sub-second offsets (ties still happen, and the
+    engine's times from the index must be the records' to the microsecond)."""
+    return NOW - timedelta(days=days_old, microseconds=(n % 3) * 123_457)
 
 
 def make_store(directory, backend="jsonl"):
@@ -88,7 +94,7 @@ def test_index_matches_a_brute_force_scan(backend, specs, split):
             store.append(kind=MemoryKind.PROFILE if is_profile else MemoryKind.CONVERSATION,
                          content=" ".join(words), summary="", memory_id=f"m-{n:03d}",
                          source=MemorySource(f"s-{n}", "conversation_transcript", "notes",
-                                             NOW - timedelta(days=days_old)))
+                                             captured(n, days_old)))
         index.refresh()  # ... then extended with only the new records
         records = store.read_all()
         conversations = [(i, r) for i, r in enumerate(records)
