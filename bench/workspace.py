@@ -32,6 +32,8 @@ with 10 % stray rivals; kinds and importance drawn uniformly.
 
 Run: ``python bench/workspace.py`` (about a minute on 2 cores), ``--quick`` for a smoke run.
 Timings are wall-clock numbers for this machine only — compare the ratios, not the ms.
+The CSV keeps the rows of earlier runs: each run's rows carry its ``--run`` label (a run
+with the label of an earlier one replaces its rows).
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ MS2 = "{:,.2f}"
 POOL = 400  # distinct unkeyed texts: the durable knowledge stays bounded, the log grows
 TARGET = 2.0  # issue 18: no-op distill flat in history, first distill near the parse floor
 PAIRED_ROUNDS = 5  # first distill and parse floor, measured in turns
+#: the label of the rows in workspace.csv written before the CSV kept earlier runs
+FIRST_RUN = "issue 18 part 2"
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,7 @@ class Settings:
     seed: int = 10
     csv_path: Path | None = RESULTS_DIR / "workspace.csv"
     workdir: Path | None = None
+    run: str = "latest"
 
 
 def parse_args(argv: Sequence[str] | None) -> Settings:
@@ -103,6 +108,8 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
     parser.add_argument("--csv", type=Path, default=RESULTS_DIR / "workspace.csv")
     parser.add_argument("--no-csv", action="store_true", help="print only")
     parser.add_argument("--dir", type=Path, help="create the temporary directory here")
+    parser.add_argument("--run", default="latest",
+                        help="label of this run's rows in the CSV (default 'latest')")
     args = parser.parse_args(argv)
     sizes = (200, 2_000) if args.quick else (1_000, 10_000, 100_000)
     if args.sizes:
@@ -110,7 +117,7 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
     return Settings(sizes=sizes, per_day=args.per_day, repeats=1 if args.quick else args.repeats,
                     paired=1 if args.quick else max(PAIRED_ROUNDS, args.repeats),
                     seed=args.seed, csv_path=None if args.no_csv else args.csv,
-                    workdir=args.dir)
+                    workdir=args.dir, run=args.run)
 
 
 def write_workspace(project: Path, count: int, per_day: int, seed: int) -> datetime:
@@ -275,8 +282,20 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"distill at {large['facts']:,.0f} facts is ×{first:.2f} the parse floor "
               f"(target ≤ ×{TARGET:g}: {'met' if first <= TARGET else 'NOT met'}).")
     if settings.csv_path is not None:
-        write_csv(results, settings.csv_path)
+        write_csv(with_earlier_runs(results.assign(run=settings.run), settings.csv_path),
+                  settings.csv_path)
     return 0
+
+
+def with_earlier_runs(results: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """``results`` after the rows of the earlier runs stored in ``path`` (other labels)."""
+    if not path.exists():
+        return results
+    earlier = pd.read_csv(path)
+    if "run" not in earlier:
+        earlier["run"] = FIRST_RUN
+    earlier = earlier[earlier["run"] != results["run"].iloc[0]]
+    return pd.concat([earlier, results], ignore_index=True) if len(earlier) else results
 
 
 if __name__ == "__main__":

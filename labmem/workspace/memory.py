@@ -69,7 +69,6 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-import operator
 import os
 import uuid
 from collections import Counter
@@ -125,6 +124,7 @@ from labmem.workspace.facts import (
     decode_fact,
     open_daily_log,
     read_daily_file,
+    read_daily_since,
 )
 from labmem.workspace.projection import WorkspaceContext, render_memory_md
 
@@ -139,8 +139,6 @@ RECORDS = ("entries", "conflicts", "pending")  # curated.json members with a lin
 MAX_ACTOR_CHARS = 200
 MAX_RATIONALE_CHARS = 2_000
 MAX_RECENT_LIMIT = 1_000
-
-_kind = operator.attrgetter("kind")
 
 #: The durable steps of :meth:`WorkspaceMemory.resolve_conflict`, in order; crash tests
 #: stop a child process at each of them.
@@ -733,17 +731,19 @@ class WorkspaceMemory:
                 break
             cursor = cursors.files.get(path.name) if day < last_day else None
             offset, lines, counted = cursor if cursor is not None else (0, 0, 0)
-            log = open_daily_log(path, self.workspace_scope, start=(offset, lines))
-            new = log.refresh()
+            # the facts of a stable kind (no other can count under this policy), each
+            # line checked all the same
+            new, offset, lines = read_daily_since(path, self.workspace_scope,
+                                                  (offset, lines), stable)
             candidates += new
             if day < last_day:
-                counted += sum(map(stable.__contains__, map(_kind, new)))  # (in C)
-                files[path.name] = [log.offset, log.line_count, counted]
+                counted += len(new)
+                files[path.name] = [offset, lines, counted]
                 eligible += counted
             else:
-                open_file = [path.name, log.offset]
-                eligible += sum(1 for f in new if f.kind in stable and f.recorded_at <= cutoff)
-            scanned += log.line_count
+                open_file = [path.name, offset]
+                eligible += sum(1 for f in new if f.recorded_at <= cutoff)
+            scanned += lines
         held_before = {c.memory_key for c in state.conflicts.values() if c.status == OPEN}
         after, folded, uncurated = fold_facts(state, candidates, policy=policy, as_of=as_of)
 

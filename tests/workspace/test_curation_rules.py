@@ -144,3 +144,38 @@ def test_the_folds_first_decision_is_judge_rivals(rows, active_day, threshold):
         assert normalize_text(chain[1].content) == verdict.values[0]
         assert chain[1].supersedes == chain[0].entry_id
         assert report.stale >= len(verdict.stale)
+
+
+# -- the fold's sums ------------------------------------------------------------------------
+
+GROUP_FACT = st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(1, 5),
+                       st.lists(st.sampled_from(["e1", "e2", "e3"]), max_size=2),
+                       st.sampled_from([None, "src:1"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(GROUP_FACT, min_size=1, max_size=8, unique_by=lambda r: (r[0], r[1])))
+def test_a_groups_sums_are_the_facts_sums(rows):
+    """``_Group.of`` (one loop) and ``_new_entry`` (one constructor) sum a group as the
+    plain definitions do: one ``_Group.add`` per fact, and an empty entry with the first
+    fact's wording absorbing the group (the code before they were made one step)."""
+    facts = [Fact(fact_id=f"f{day}-{line}", recorded_at=T0 + timedelta(days=day),
+                  kind="decision", content="SQLite", importance=importance, memory_key=None,
+                  source=None if src is None else MemorySource(
+                      src, "transcript", "s", T0.isoformat()),
+                  evidence=tuple(sorted(set(ev))), line=line)
+             for day, line, importance, ev, src in rows]
+    plain = curation._Group(facts[0])
+    for f in facts[1:]:
+        plain.add(f)
+    group = curation._Group.of(facts)
+    assert [getattr(group, name) for name in curation._Group.__slots__] == \
+        [getattr(plain, name) for name in curation._Group.__slots__]
+    assert group.first is min(facts, key=lambda f: f.order)
+    first = group.first
+    empty = curation.CuratedEntry(
+        entry_id="entry:x", kind=first.kind, content=first.content, memory_key=None,
+        revision=None, status=curation.ACTIVE, importance=first.importance, evidence_ids=(),
+        fact_ids=(), occurrences=0, first_recorded_at=first.recorded_at,
+        last_recorded_at=first.recorded_at)
+    assert curation._new_entry("entry:x", group) == empty._absorbed(plain)
