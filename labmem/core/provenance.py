@@ -55,6 +55,10 @@ def scope_digest(owner_id: str, *, field: str = "owner_id") -> str:
     return digest[:SCOPE_DIGEST_LENGTH]
 
 
+#: The longest ``source_id``, ``source_type`` and ``title`` a :class:`MemorySource` takes.
+MAX_SOURCE_CHARS = {"source_id": 500, "source_type": 200, "title": 500}
+
+
 @dataclass(frozen=True)
 class MemorySource:
     """The original object a memory was derived from.
@@ -69,9 +73,8 @@ class MemorySource:
     captured_at: datetime
 
     def __post_init__(self) -> None:
-        require_text(self.source_id, "source.source_id", max_chars=500)
-        require_text(self.source_type, "source.source_type", max_chars=200)
-        require_text(self.title, "source.title", max_chars=500)
+        for name, limit in MAX_SOURCE_CHARS.items():
+            require_text(getattr(self, name), f"source.{name}", max_chars=limit)
         at = parse_timestamp(self.captured_at, field="source.captured_at")
         object.__setattr__(self, "captured_at", at)
 

@@ -28,7 +28,13 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
-from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
+from labmem.core.clock import (
+    Clock,
+    format_timestamp,
+    parse_stored_timestamp,
+    parse_timestamp,
+    resolve_clock,
+)
 from labmem.core.errors import (
     CorruptionError,
     DuplicateError,
@@ -37,7 +43,7 @@ from labmem.core.errors import (
     ScopeError,
     validated_as,
 )
-from labmem.core.provenance import MemorySource, scope_digest
+from labmem.core.provenance import MAX_SOURCE_CHARS, MemorySource, scope_digest
 from labmem.core.storage import JsonlLog, LockFactory, file_lock
 from labmem.core.validation import require_text
 
@@ -292,11 +298,58 @@ def record_from_object(obj: Any) -> StoredMemory:
     """
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    canonical = _canonical_record(obj)
+    if canonical is not None:
+        return canonical
     try:
         return StoredMemory.from_dict(obj)
     except (KeyError, ValueError, TypeError, InvalidInputError) as exc:
         problem = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ValueError(f"not a stored memory ({problem})") from None
+
+
+_KINDS = {kind.value: kind for kind in MemoryKind}
+_RECORD_KEYS = frozenset(("memory_id", "user_scope", "content", "summary", "stored_at"))
+_SOURCE_KEYS = frozenset((*MAX_SOURCE_CHARS, "captured_at"))
+_SOURCE_ID_CHARS, _SOURCE_TYPE_CHARS, _TITLE_CHARS = (
+    MAX_SOURCE_CHARS[name] for name in ("source_id", "source_type", "title"))
+_new_object = object.__new__
+
+
+def _plain_text(value: Any, max_chars: int) -> bool:
+    """Would ``require_text(value, …, max_chars=max_chars)`` accept ``value``? Decided
+    here only for ASCII (which holds no surrogate); ``False`` leaves it to the checker."""
+    return (type(value) is str and value.isascii() and 0 < len(value) <= max_chars
+            and not value.isspace())
+
+
+def _canonical_record(obj: dict[str, Any]) -> StoredMemory | None:
+    """The common stored line, checked by cheap exact tests, or ``None`` (then the full
+    :meth:`StoredMemory.from_dict` decides, and names what is wrong). A hit decoded by
+    offset pays this, not a dataclass's checks field by field; it accepts only what the
+    full path accepts and builds the same record (a property test holds the two to that).
+    """
+    source, kind = obj.get("source"), _KINDS.get(obj.get("kind"))
+    if (kind is None or type(source) is not dict or not _RECORD_KEYS <= obj.keys()
+            or not _SOURCE_KEYS <= source.keys()
+            or not _plain_text(source["source_id"], _SOURCE_ID_CHARS)
+            or not _plain_text(source["source_type"], _SOURCE_TYPE_CHARS)
+            or not _plain_text(source["title"], _TITLE_CHARS)):
+        return None
+    try:
+        captured_at = parse_stored_timestamp(source["captured_at"], field="captured_at")
+        stored_at = parse_stored_timestamp(obj["stored_at"], field="stored_at")
+    except InvalidInputError:
+        return None
+    provenance = _new_object(MemorySource)  # filled in place: its checks just passed
+    provenance.__dict__.update(source_id=source["source_id"],
+                               source_type=source["source_type"], title=source["title"],
+                               captured_at=captured_at)
+    record = _new_object(StoredMemory)
+    record.__dict__.update(memory_id=obj["memory_id"], user_scope=obj["user_scope"],
+                           kind=kind, content=obj["content"], summary=obj["summary"],
+                           source=provenance, stored_at=stored_at)
+    return record
 
 
 def decode_stored_line(name: str, user_scope: str, line: int, obj: dict[str, Any]
