@@ -61,13 +61,34 @@ def term_extremes(positions: np.ndarray, counts: np.ndarray,
     return int(counts.max()), int(lengths[positions].min())
 
 
+#: Candidates below 1/SEARCH_RATIO of the postings are found by binary search; more, by
+#: one slot per record (a binary search per candidate costs more than one pass over both).
+SEARCH_RATIO = 8
+
+
 def lookup_postings(positions: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(which candidates hold the term, where in ``positions``), by binary search;
-    ``positions`` ascending and not empty."""
-    probe = candidates.astype(positions.dtype, copy=False)  # same dtype: no copy of postings
-    at = np.minimum(np.searchsorted(positions, probe), len(positions) - 1)
-    hit = positions[at] == probe
-    return hit, at[hit]
+    """(which candidates hold the term, where in ``positions``); ``positions`` ascending
+    and not empty, ``candidates`` ascending.
+
+    Few candidates: a binary search each. Many: each posting writes its index into a slot
+    per record, and each candidate reads its slot back. The slots are not cleared first —
+    a candidate's slot may hold anything — because either way a candidate holds the term
+    exactly when the posting at the index it read is that candidate.
+    """
+    if len(candidates) * SEARCH_RATIO < len(positions):
+        probe = candidates.astype(positions.dtype, copy=False)  # no copy of the postings
+        at = np.minimum(np.searchsorted(positions, probe), len(positions) - 1)
+        hit = positions[at] == probe
+        return hit, at[hit]
+    if not len(candidates):
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.intp)
+    positions = positions.astype(np.intp, copy=False)  # (numpy indexes by intp fastest)
+    slots = np.empty(max(int(positions[-1]), int(candidates[-1])) + 1, dtype=np.int32)
+    slots[positions] = np.arange(len(positions), dtype=np.int32)
+    at = slots[candidates]
+    np.clip(at, 0, len(positions) - 1, out=at)
+    hit = positions[at] == candidates
+    return hit, at[hit].astype(np.intp)
 
 
 def score_candidates(scorer: Scorer, query_terms: tuple[str, ...],

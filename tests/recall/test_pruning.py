@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from labmem.core.clock import FixedClock
 from labmem.core.provenance import MemorySource
-from labmem.recall import SCORER_NAMES
+from labmem.recall import SCORER_NAMES, pruning
 from labmem.recall.index import InMemoryTermIndex
 from labmem.recall.pipeline import RecallEngine
 from labmem.recall.pruning import prune_estimate, score_candidates, term_extremes
@@ -179,3 +179,21 @@ def test_the_default_engine_prunes_a_long_common_term(tmp_path):
     assert engine.last_skipped_terms == ("common",) and result.candidate_records == 5000
     engine.prune = False
     assert engine.recall("common rare", limit=5, as_of=NOW) == result
+
+
+@settings(max_examples=200)
+@given(st.sets(st.integers(0, 500), min_size=1), st.sets(st.integers(0, 520)),
+       st.sampled_from([np.uint32, np.int64]), st.sampled_from([0, 8, 10**9]))
+def test_lookup_postings_finds_exactly_the_shared_records(posted, wanted, dtype, ratio):
+    """Both ways of looking candidates up (binary search; a slot per record, never
+    cleared) find the candidates that hold the term, and where in its postings."""
+    positions = np.array(sorted(posted), dtype=dtype)
+    candidates = np.array(sorted(wanted), dtype=np.int64)
+    saved, pruning.SEARCH_RATIO = pruning.SEARCH_RATIO, ratio
+    try:
+        hit, at = pruning.lookup_postings(positions, candidates)
+    finally:
+        pruning.SEARCH_RATIO = saved
+    index_of = {int(p): i for i, p in enumerate(positions)}
+    assert hit.tolist() == [int(c) in index_of for c in candidates]
+    assert at.tolist() == [index_of[int(c)] for c in candidates if int(c) in index_of]
