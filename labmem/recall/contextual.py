@@ -48,16 +48,18 @@ import numpy as np
 from labmem.core.errors import InvalidInputError
 from labmem.recall.analyzers import AnalyzedIndex, Analyzer, QueryWord, resolve_analyzer
 from labmem.recall.fields import ContextArrays, RecordContext, record_context, thread_of
-from labmem.recall.index import TermIndex, distinct, distinct_groups
+from labmem.recall.index import TermIndex, distinct, distinct_groups, union_sorted
 from labmem.recall.pipeline import (
     EMPTY_NO_MATCHING_TERMS,
     RecallHit,
     RecallQuery,
     RecallResult,
     RecallScope,
+    order_key,
     shortlist,
     snippet_of,
 )
+from labmem.recall.pruning import lookup_postings
 from labmem.recall.scorers import (
     BM25_B,
     BM25_K1,
@@ -238,18 +240,6 @@ _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 SLOT_SUMS = 4
 
 
-def _union(parts: list[np.ndarray]) -> np.ndarray:
-    """The ascending distinct values of several arrays of positions."""
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return _NO_POSITIONS
-    merged = np.sort(np.concatenate(parts), kind="stable")  # runs already sorted: merged
-    keep = np.empty(len(merged), dtype=bool)
-    keep[0] = True
-    np.not_equal(merged[1:], merged[:-1], out=keep[1:])
-    return merged[keep]
-
-
 def _sums(keys: list[np.ndarray], values: list[np.ndarray], size: int
           ) -> tuple[np.ndarray, np.ndarray]:
     """(distinct keys ascending, per key the sum of its values): the lists' values added
@@ -281,19 +271,11 @@ def _groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return distinct_values, group
 
 
-def _find(ascending: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per value: its index in ``ascending`` (any index when absent), and whether it is there."""
-    if not len(ascending):
-        return np.zeros(len(values), dtype=np.intp), np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
-    return at, ascending[at] == values
-
-
 def _at(ascending: np.ndarray, numbers: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``numbers[i]`` for each of ``values`` that is ``ascending[i]``; 0.0 for the others."""
     out = np.zeros(len(values))
-    at, found = _find(ascending, values)
-    out[found] = numbers[at[found]]
+    found, at = lookup_postings(ascending, values)
+    out[found] = numbers[at]
     return out
 
 
@@ -487,11 +469,11 @@ class ContextualScorer(Scorer):
             total, coverage = self._exact_total(columns, columns.column_of[position])
             if id_at is None:
                 record = _in_scope(index.record(position), query)
-                keyed.append(((-total, -coverage, -record.source.captured_at.timestamp(),
-                               record.memory_id), position, record))
+                keyed.append((order_key(total, coverage, record.source.captured_at.timestamp(),
+                                        record.memory_id), position, record))
             else:
-                keyed.append(((-total, -coverage, -float(captured[position]),
-                               id_at(position)), position, None))
+                keyed.append((order_key(total, coverage, float(captured[position]),
+                                        id_at(position)), position, None))
         keyed.sort(key=lambda item: item[0])
         top = [(key, position, record or _in_scope(index.record(position), query))
                for key, position, record in keyed[:query.limit]]
@@ -543,7 +525,7 @@ class ContextualScorer(Scorer):
         title = in_title[arrays.title[held]]
         if float(title.sum()) != snapshot.titles.total(in_title):
             # a title the index did not count the term in (its own count is below 0)
-            held = _union([held, snapshot.titles.positions(np.flatnonzero(in_title))])
+            held = union_sorted([held, snapshot.titles.positions(np.flatnonzero(in_title))])
             title = in_title[arrays.title[held]]
             counts = _at(posted, counts.astype(np.float64), held)
         term_counts = _TermCounts(held, counts - title, title,
@@ -557,7 +539,7 @@ class ContextualScorer(Scorer):
             if snapshot.linked and getattr(self, name):  # the record after (before) it
                 reached = links[held]                    # reads its text as a neighbour's
                 more.append(reached[reached < end])
-        at = _union([held, *more]) if any(len(p) for p in more) else held
+        at = union_sorted([held, *more]) if any(len(p) for p in more) else held
         tf = self._tf(self._fields(term_counts, at, arrays, snapshot.linked))
         matched = tf > 0
         if not matched.all():
@@ -588,8 +570,7 @@ class ContextualScorer(Scorer):
         if at is counts.held:
             fields = {"own": counts.own, "title": counts.title}
         else:
-            i, found = _find(counts.held, at)
-            i = i[found]
+            found, i = lookup_postings(counts.held, at)
             fields = {"own": np.zeros(len(at)), "title": np.zeros(len(at))}
             fields["own"][found] = counts.own[i]
             fields["title"][found] = counts.title[i]
@@ -633,14 +614,14 @@ class ContextualScorer(Scorer):
             here = self._fields(row.counts, positions, arrays, linked)
             for name, values in here.items():
                 fields[name][r] = values
-            at, found = _find(row.positions, positions)
+            found, at = lookup_postings(row.positions, positions)
             matched[r] = found
             tf[r, found] = self._tf(here)[found]  # the same sum, so the same floats
-            part[r, found] = row.part[at[found]]
+            part[r, found] = row.part[at]
             if scored.threaded:
-                at, found = _find(row.threads, threads)
-                thread_tf[r, found] = row.thread_tf[at[found]]
-                bonus[r, found] = row.bonus[at[found]]
+                found, at = lookup_postings(row.threads, threads)
+                thread_tf[r, found] = row.thread_tf[at]
+                bonus[r, found] = row.bonus[at]
         return _Columns({p: c for c, p in enumerate(positions.tolist())}, fields, tf,
                         matched, part, thread_tf, bonus)
 

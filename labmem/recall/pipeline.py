@@ -297,8 +297,13 @@ class RecallHit:
 
 def rank_key(candidate: RecallCandidate, breakdown: RecallScoreBreakdown) -> tuple:
     """total ↓, coverage ↓, captured_at ↓, memory_id ↑ — a total order, so ties are stable."""
-    return (-breakdown.total, -breakdown.lexical_coverage,
-            -candidate.captured_at.timestamp(), candidate.record.memory_id)
+    return order_key(breakdown.total, breakdown.lexical_coverage,
+                     candidate.captured_at.timestamp(), candidate.record.memory_id)
+
+
+def order_key(total: float, coverage: float, captured_seconds: float, memory_id: str) -> tuple:
+    """:func:`rank_key` from its four numbers (what an index knows without the record)."""
+    return (-total, -coverage, -captured_seconds, memory_id)
 
 
 def snippet_of(record: StoredMemory) -> str:
@@ -570,28 +575,25 @@ class RecallEngine:
                     counts[row][term] = value
         columns = getattr(self.index, "record_columns", None)
         id_at = getattr(self.index, "memory_id", None)
+        from_index = columns is not None and id_at is not None
+        if columns is not None:
+            lengths, captured = (column[top].tolist() for column in columns())
         keyed = []
-        if columns is not None and id_at is not None:  # from the index alone
-            lengths, captured = columns()
-            for row, (position, length, seconds) in enumerate(zip(
-                    top.tolist(), lengths[top].tolist(), captured[top].tolist(), strict=True)):
+        for row, position in enumerate(top.tolist()):
+            if from_index:  # the record is decoded only if it makes the top
+                record, name, seconds = None, id_at(position), captured[row]
                 when = datetime.fromtimestamp(seconds, UTC)
-                breakdown = self.scorer.explain(query.terms, counts[row], length, when,
-                                                as_of=as_of, stats=stats)
-                keyed.append(((-breakdown.total, -breakdown.lexical_coverage, -seconds,
-                               id_at(position)), position, None, breakdown))
-        else:  # from the records themselves
-            for row, position in enumerate(top.tolist()):
+            else:
                 record = self.index.record(position)
                 _check_scope(query, record)
-                length = (sum(self._terms_of(position).values()) if columns is None
-                          else int(columns()[0][position]))
-                when = record.source.captured_at
-                breakdown = self.scorer.explain(query.terms, counts[row], length, when,
-                                                as_of=as_of, stats=stats)
-                keyed.append(((-breakdown.total, -breakdown.lexical_coverage,
-                               -when.timestamp(), record.memory_id), position, record,
-                              breakdown))
+                name, when = record.memory_id, record.source.captured_at
+                seconds = when.timestamp()
+            length = (lengths[row] if columns is not None
+                      else sum(self._terms_of(position).values()))
+            breakdown = self.scorer.explain(query.terms, counts[row], length, when,
+                                            as_of=as_of, stats=stats)
+            keyed.append((order_key(breakdown.total, breakdown.lexical_coverage, seconds,
+                                    name), position, record, breakdown))
         best = heapq.nsmallest(query.limit, keyed, key=lambda item: item[0])
         for _, position, record, breakdown in best:
             if record is None:

@@ -9,9 +9,9 @@ else into the top ``k``.
 MaxScore makes that exact. Each query term gets an upper bound on what it can add to any
 record's score (:meth:`~labmem.recall.scorers.Scorer.term_bound`, from the term's largest
 count and shortest record). Terms are taken in order of falling bound; after each, the
-records found so far are scored in full — every query term looked up by binary search in
-its postings, not scanned — and their ``k``-th best score is a threshold θ. A record that
-holds *none* of the terms taken so far scores at most the scorer's
+records found so far are scored in full — every query term looked up in its postings
+(:func:`lookup_postings`), not scanned — and their ``k``-th best score is a threshold θ.
+A record that holds *none* of the terms taken so far scores at most the scorer's
 :meth:`~labmem.recall.scorers.Scorer.total_bound` of the remaining terms' bounds; once that
 is below θ (less the shortlist's tolerance), no such record can reach the top ``k``, and
 the remaining postings are never scored.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from labmem.recall.index import Postings
+from labmem.recall.index import Postings, union_sorted
 from labmem.recall.scorers import CorpusStats, Scorer, _Accumulated
 
 __all__ = ["PrunedEstimate", "lookup_postings", "prune_estimate", "term_extremes"]
@@ -67,23 +67,23 @@ SEARCH_RATIO = 8
 
 
 def lookup_postings(positions: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(which candidates hold the term, where in ``positions``); ``positions`` ascending
-    and not empty, ``candidates`` ascending.
+    """(which candidates hold the term, where in ``positions`` those are); ``positions``
+    ascending and distinct, ``candidates`` in any order.
 
     Few candidates: a binary search each. Many: each posting writes its index into a slot
     per record, and each candidate reads its slot back. The slots are not cleared first —
     a candidate's slot may hold anything — because either way a candidate holds the term
     exactly when the posting at the index it read is that candidate.
     """
+    if not len(positions) or not len(candidates):
+        return np.zeros(len(candidates), dtype=bool), np.zeros(0, dtype=np.intp)
     if len(candidates) * SEARCH_RATIO < len(positions):
         probe = candidates.astype(positions.dtype, copy=False)  # no copy of the postings
         at = np.minimum(np.searchsorted(positions, probe), len(positions) - 1)
         hit = positions[at] == probe
         return hit, at[hit]
-    if not len(candidates):
-        return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.intp)
     positions = positions.astype(np.intp, copy=False)  # (numpy indexes by intp fastest)
-    slots = np.empty(max(int(positions[-1]), int(candidates[-1])) + 1, dtype=np.int32)
+    slots = np.empty(max(int(positions[-1]), int(candidates.max())) + 1, dtype=np.int32)
     slots[positions] = np.arange(len(positions), dtype=np.int32)
     at = slots[candidates]
     np.clip(at, 0, len(positions) - 1, out=at)
@@ -136,7 +136,7 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
     order = sorted(present, key=lambda t: (-bounds[t], len(lists[t][0]), t))
     found = np.zeros(0, dtype=np.int64)
     for taken, term in enumerate(order[:-1], start=1):
-        found = _merge(found, lists[term][0])
+        found = union_sorted((found, lists[term][0]))
         rest = order[taken:]
         # worth a try only if the rest is long, and much longer than what scoring `found`
         # costs (short postings are cheaper scored than ruled out)
@@ -154,24 +154,11 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
     return None
 
 
-def _merge(found: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """The ascending union of two ascending, distinct arrays, in O(n): a stable sort of
-    two sorted runs is a merge (numpy's timsort finds the runs)."""
-    if not len(found):
-        return positions.astype(np.int64)
-    joined = np.concatenate((found, positions.astype(np.int64, copy=False)))
-    joined.sort(kind="stable")
-    keep = np.empty(len(joined), dtype=bool)
-    keep[0] = True
-    np.not_equal(joined[1:], joined[:-1], out=keep[1:])
-    return joined[keep]
-
-
 def _union_size(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], found: np.ndarray,
                 rest: list[str]) -> int:
     """How many records hold any query term: ``found`` (the records of the terms taken)
     plus those of the skipped ``rest`` not among them. One skipped term: |found| + df −
-    |found ∩ it|, by binary search; more: a mark per record (no scores computed)."""
+    |found ∩ it| (:func:`lookup_postings`); more: a mark per record (no scores computed)."""
     if len(rest) == 1:
         positions = lists[rest[0]][0]
         shared = int(np.count_nonzero(lookup_postings(positions, found)[0]))
