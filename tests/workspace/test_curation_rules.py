@@ -153,11 +153,24 @@ GROUP_FACT = st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(1, 5),
                        st.sampled_from([None, "src:1"]))
 
 
+def add_one(group, fact):
+    """The plain definition of a group's sums: one fact at a time."""
+    group.facts.append(fact)
+    if fact.importance > group.importance:
+        group.importance = fact.importance
+    group.evidence.update(fact.evidence or fact.evidence_ids)
+    at = fact.recorded_at
+    if at <= group.first_order[0] and (at, fact.line) < group.first_order:
+        group.first, group.first_order = fact, (at, fact.line)
+    if at > group.last:
+        group.last = at
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(GROUP_FACT, min_size=1, max_size=8, unique_by=lambda r: (r[0], r[1])))
 def test_a_groups_sums_are_the_facts_sums(rows):
     """``_Group.of`` (one loop) and ``_new_entry`` (one constructor) sum a group as the
-    plain definitions do: one ``_Group.add`` per fact, and an empty entry with the first
+    plain definitions do: one :func:`add_one` per fact, and an empty entry with the first
     fact's wording absorbing the group (the code before they were made one step)."""
     facts = [Fact(fact_id=f"f{day}-{line}", recorded_at=T0 + timedelta(days=day),
                   kind="decision", content="SQLite", importance=importance, memory_key=None,
@@ -167,7 +180,7 @@ def test_a_groups_sums_are_the_facts_sums(rows):
              for day, line, importance, ev, src in rows]
     plain = curation._Group(facts[0])
     for f in facts[1:]:
-        plain.add(f)
+        add_one(plain, f)
     group = curation._Group.of(facts)
     assert [getattr(group, name) for name in curation._Group.__slots__] == \
         [getattr(plain, name) for name in curation._Group.__slots__]
