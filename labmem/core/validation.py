@@ -147,6 +147,7 @@ def _refuse_constant(name: str) -> float:
 #: ``json.loads`` with one change: ``NaN`` and ``Infinity`` are refused while scanning.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 _SCAN_ONCE = _DECODER.scan_once
+_JSON_SPACE = " \t\n\r"  # the whitespace JSON allows around a value
 
 
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
@@ -204,7 +205,7 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     try:
         try:  # the C scanner json.loads calls, without its wrapper: ~2x faster per line
             value, end = _SCAN_ONCE(text, 0)
-            if end != len(text):
+            if end != len(text) and text[end:].strip(_JSON_SPACE):  # what json.loads allows
                 raise ValueError("not the whole text")
         except (StopIteration, ValueError):  # the full decoder gives the answer or the error
             value = _DECODER.decode(text)  # json.JSONDecodeError is a ValueError

@@ -354,7 +354,16 @@ class InMemoryTermIndex:
             counts.append(term_counts)
             offsets[slot + 1] = offsets[slot] + len(term_positions)
         all_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+        all_positions = np.concatenate(positions) if positions else np.zeros(0, np.uint32)
         count_type = np.uint16 if not len(all_counts) or all_counts.max() < 1 << 16 else np.uint32
+        # each term's (largest count, shortest record): pruning bounds a term by them, and
+        # a term has at least one posting, so no segment of reduceat is empty
+        lengths = np.array(self._lengths, dtype=np.uint32)
+        starts = offsets[:-1]
+        max_counts = (np.maximum.reduceat(all_counts, starts) if len(terms)
+                      else np.zeros(0, dtype=np.int64))
+        min_lengths = (np.minimum.reduceat(lengths[all_positions], starts) if len(terms)
+                       else np.zeros(0, dtype=np.uint32))
         first_use = np.concatenate((np.asarray(self._base.arrays["first_use"], dtype=np.int64)
                                     if self._base is not None else np.zeros(0, np.int64),
                                     np.array(self._first_use, dtype=np.int64)))
@@ -374,10 +383,12 @@ class InMemoryTermIndex:
                     "dates": len(context.dates)}
             write_sidecar(self.store.path, meta, {
                 "postings_offsets": offsets,
-                "positions": np.concatenate(positions) if positions else np.zeros(0, np.uint32),
+                "positions": all_positions,
                 "counts": all_counts.astype(count_type),
+                "max_counts": max_counts.astype(count_type),
+                "min_lengths": min_lengths,
                 "first_use": first_use,
-                "lengths": np.array(self._lengths, dtype=np.uint32),
+                "lengths": lengths,
                 "captured_at": np.array(self._captured, dtype=np.float64),
                 "offsets": np.array(self._offsets, dtype=np.int64),
                 **context_arrays,
@@ -443,6 +454,22 @@ class InMemoryTermIndex:
         if keep:
             self._remember_joined(term, len(entry[0]), positions, counts)
         return positions, counts
+
+    def term_extremes(self, term: str) -> tuple[int, int] | None:
+        """(largest count, shortest record length) over ``term``'s postings; ``None``
+        when it has none. The sidecar keeps both per term (pruning bounds a term by them),
+        so only postings indexed since are looked at."""
+        found = None
+        slot = self._base_slots.get(term)
+        if slot is not None:
+            arrays = self._base.arrays
+            found = (int(arrays["max_counts"][slot]), int(arrays["min_lengths"][slot]))
+        entry = self._postings.get(term)
+        if entry is not None and len(entry[0]):
+            lengths = self.record_columns()[0]
+            tail = (max(entry[1]), int(lengths[np.array(entry[0], dtype=np.intp)].min()))
+            found = tail if found is None else (max(found[0], tail[0]), min(found[1], tail[1]))
+        return found
 
     def _base_postings(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """The sidecar's postings of one term, read once and kept while they fit

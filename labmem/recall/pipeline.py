@@ -44,7 +44,12 @@ from labmem.recall.index import (
     open_term_index,
     record_terms,
 )
-from labmem.recall.pruning import MIN_SKIPPED, lookup_postings, prune_estimate, term_extremes
+from labmem.recall.pruning import (
+    MIN_SKIPPED,
+    prune_estimate,
+    term_bits,
+    term_extremes,
+)
 from labmem.recall.scorers import (  # noqa: F401 (weights re-exported for chapter s12)
     LEXICAL_WEIGHT,
     RECENCY_WEIGHT,
@@ -434,6 +439,11 @@ def shortlist(positions: np.ndarray, estimates: np.ndarray, limit: int,
     return positions[estimates >= kth_best - tolerance]
 
 
+#: The skipped terms' bits (:func:`~labmem.recall.pruning.term_bits`) an engine keeps
+#: between queries: the words skipped most are the commonest, asked again and again.
+BITS_CACHE_BYTES = 4 << 20
+
+
 class RecallEngine:
     """Runs the recall pipeline over one user's store; read-only by construction.
 
@@ -462,6 +472,8 @@ class RecallEngine:
         self.prune_min_skipped = MIN_SKIPPED  # shorter rests are scored, not ruled out
         self.last_skipped_terms: tuple[str, ...] = ()  # what the last recall did not scan
         self._extremes: dict[tuple[str, int], tuple[int, int]] = {}
+        self._bits: dict[tuple[str, int], np.ndarray] = {}  # skipped terms' records, as bits
+        self._bits_bytes = 0
 
     def __repr__(self) -> str:
         return f"RecallEngine({self.store!r}, scorer={self.scorer!r})"
@@ -515,9 +527,13 @@ class RecallEngine:
             candidate_records = pruned.candidate_records
             self.last_skipped_terms = pruned.skipped_terms
         else:
-            positions, estimates = self.scorer.estimate(
-                query.terms, self._full_postings(lists) if postings is None else postings,
-                as_of_seconds=as_of.timestamp(), stats=stats)
+            if postings is None:  # lent lists: join them, then gather lengths and times once
+                positions, estimates = self.scorer.joined_estimate(
+                    query.terms, *self._joined(query.terms, lists),
+                    as_of_seconds=as_of.timestamp(), stats=stats)
+            else:
+                positions, estimates = self.scorer.estimate(
+                    query.terms, postings, as_of_seconds=as_of.timestamp(), stats=stats)
             candidate_records = len(positions)
             self.last_skipped_terms = ()
         top = shortlist(positions, estimates, query.limit, tolerance).astype(np.int64)
@@ -545,12 +561,16 @@ class RecallEngine:
                             MappingProxyType({t: len(found[0]) for t, found in lists.items()}))
         return lists, stats, postings
 
-    def _full_postings(self, lists) -> dict[str, Postings]:
-        """:class:`Postings` of lent lists: each record's length and time gathered."""
+    def _joined(self, terms: tuple[str, ...], lists):
+        """(terms with postings, their sizes, their postings joined end to end): the lent
+        lists with each record's length and time gathered from the index's columns."""
+        present = [term for term in terms if len(lists[term][0])]
+        positions = np.concatenate([lists[term][0] for term in present]) if present else (
+            np.zeros(0, dtype=np.int64))
+        counts = np.concatenate([lists[term][1] for term in present]) if present else positions
         lengths, captured = self.index.record_columns()
-        return {term: Postings(positions, counts, lengths[positions], captured[positions])
-                if len(positions) else Postings.empty()
-                for term, (positions, counts) in lists.items()}
+        joined = Postings(positions, counts, lengths[positions], captured[positions])
+        return present, [len(lists[term][0]) for term in present], joined
 
     def _explained_top(self, query: RecallQuery, top: np.ndarray,
                        lists: Mapping[str, tuple[np.ndarray, np.ndarray]],
@@ -564,22 +584,25 @@ class RecallEngine:
         are decoded, when the index can name a position's memory id.
         """
         counts = [{} for _ in range(len(top))]
+        wanted = top.tolist()
         for term in query.terms:  # query order, as _candidate keeps the matched terms
             term_positions, term_counts = lists[term]
-            if not len(term_positions):
+            size = len(term_positions)
+            if not size:
                 continue
-            hit, at = lookup_postings(term_positions, top)
-            if hit.any():
-                for row, value in zip(np.flatnonzero(hit).tolist(), term_counts[at].tolist(),
-                                      strict=True):
-                    counts[row][term] = value
+            # a shortlist is a handful of records: one binary search for all of them, then
+            # a look at each one's slot (cheaper than more whole-array steps)
+            probe = top.astype(term_positions.dtype, copy=False)  # no copy of the postings
+            for row, at in enumerate(np.searchsorted(term_positions, probe).tolist()):
+                if at < size and term_positions[at] == wanted[row]:
+                    counts[row][term] = int(term_counts[at])
         columns = getattr(self.index, "record_columns", None)
         id_at = getattr(self.index, "memory_id", None)
         from_index = columns is not None and id_at is not None
         if columns is not None:
             lengths, captured = (column[top].tolist() for column in columns())
         keyed = []
-        for row, position in enumerate(top.tolist()):
+        for row, position in enumerate(wanted):
             if from_index:  # the record is decoded only if it makes the top
                 record, name, seconds = None, id_at(position), captured[row]
                 when = datetime.fromtimestamp(seconds, UTC)
@@ -611,6 +634,7 @@ class RecallEngine:
         if sum(sizes) - min(sizes) < self.prune_min_skipped:
             return None  # what could be skipped is too short to be worth a try
         lengths, captured = self.index.record_columns()
+        kept = getattr(self.index, "term_extremes", None)  # an index may keep them per term
 
         def extremes(term: str) -> tuple[int, int]:
             positions, counts = lists[term]
@@ -619,12 +643,27 @@ class RecallEngine:
             if found is None:
                 if len(self._extremes) >= 1 << 16:
                     self._extremes.clear()
-                found = self._extremes[key] = term_extremes(positions, counts, lengths)
+                found = kept(term) if kept is not None else None
+                if found is None:
+                    found = term_extremes(positions, counts, lengths)
+                self._extremes[key] = found
+            return found
+
+        def bits(term: str) -> np.ndarray:
+            positions = lists[term][0]
+            key = (term, len(positions))
+            found = self._bits.get(key)
+            if found is None:
+                if self._bits_bytes > BITS_CACHE_BYTES:
+                    self._bits.clear()
+                    self._bits_bytes = 0
+                found = self._bits[key] = term_bits(positions)
+                self._bits_bytes += found.nbytes
             return found
 
         return prune_estimate(self.scorer, query.terms, lists, query.limit, lengths, captured,
                               as_of_seconds=as_of_seconds, stats=stats, tolerance=tolerance,
-                              extremes=extremes, min_skipped=self.prune_min_skipped)
+                              extremes=extremes, bits=bits, min_skipped=self.prune_min_skipped)
 
 
 # -- 5. render -----------------------------------------------------------------------

@@ -33,7 +33,7 @@ import numpy as np
 from labmem.recall.index import Postings, union_sorted
 from labmem.recall.scorers import CorpusStats, Scorer, _Accumulated
 
-__all__ = ["PrunedEstimate", "lookup_postings", "prune_estimate", "term_extremes"]
+__all__ = ["PrunedEstimate", "lookup_postings", "prune_estimate", "term_bits", "term_extremes"]
 
 #: Bounds are computed in floating point like the scores; this relative slack keeps a
 #: bound that rounding made 1 ulp too small from pruning a record it should not.
@@ -59,6 +59,15 @@ def term_extremes(positions: np.ndarray, counts: np.ndarray,
                   lengths: np.ndarray) -> tuple[int, int]:
     """(largest count, shortest record length) over one term's postings."""
     return int(counts.max()), int(lengths[positions].min())
+
+
+def term_bits(positions: np.ndarray) -> np.ndarray:
+    """A term's records as packed bits, most significant first (``np.packbits``): bit
+    ``p`` is set when record ``p`` holds the term. ⌈(last position + 1) / 8⌉ bytes — an
+    eighth of a byte per record, so the union of long postings is a few ORs of bytes."""
+    marks = np.zeros(int(positions[-1]) + 1 if len(positions) else 0, dtype=bool)
+    marks[positions] = True
+    return np.packbits(marks)
 
 
 #: Candidates below 1/SEARCH_RATIO of the postings are found by binary search; more, by
@@ -96,17 +105,23 @@ def score_candidates(scorer: Scorer, query_terms: tuple[str, ...],
                      candidates: np.ndarray, lengths: np.ndarray, captured: np.ndarray, *,
                      as_of_seconds: float, stats: CorpusStats) -> np.ndarray:
     """The estimates of ``candidates``, exactly as :meth:`Scorer.estimate` computes them."""
-    lexical = np.zeros(len(candidates))
-    matched = np.zeros(len(candidates), dtype=np.int64)
+    rows, counts, present, sizes = [], [], [], []
     for term in query_terms:  # the order Scorer.estimate adds them in: the same sums
-        positions, counts = lists[term]
+        positions, term_counts = lists[term]
         if not len(positions):
             continue
         hit, at = lookup_postings(positions, candidates)
-        held = candidates[hit]
-        part = Postings(held, counts[at], lengths[held], captured[held])
-        lexical[hit] += scorer.term_weights(term, part, stats)
-        matched[hit] += 1
+        rows.append(np.flatnonzero(hit))
+        counts.append(term_counts[at])
+        present.append(term)
+        sizes.append(len(at))
+    rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
+    held = candidates[rows]
+    joined = Postings(held, np.concatenate(counts) if counts else rows, lengths[held],
+                      captured[held])
+    weights = scorer.posting_weights(present, sizes, joined, stats)
+    lexical = np.bincount(rows, weights=weights, minlength=len(candidates))
+    matched = np.bincount(rows, minlength=len(candidates)).astype(np.int64)
     acc = _Accumulated(candidates, lexical, matched, captured[candidates])
     return scorer.combine(acc, query_terms, as_of_seconds, stats)
 
@@ -116,12 +131,14 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
                    lengths: np.ndarray, captured: np.ndarray, *, as_of_seconds: float,
                    stats: CorpusStats, tolerance: float,
                    extremes: Callable[[str], tuple[int, int]],
+                   bits: Callable[[str], np.ndarray] | None = None,
                    min_skipped: int = MIN_SKIPPED) -> PrunedEstimate | None:
     """MaxScore over ``lists`` (term → positions, counts); ``None`` when it cannot prune
     (no bounds, or every term might matter) — then score exhaustively.
 
     ``lengths`` and ``captured`` are every record's, by position; ``extremes(term)`` gives
-    the term's (largest count, shortest length), which the caller may keep between queries.
+    the term's (largest count, shortest length), and ``bits(term)`` its :func:`term_bits`,
+    both of which the caller may keep between queries (by default the bits are made here).
     ``min_skipped`` only decides when trying is worth it; the result never depends on it.
     """
     present = [t for t in query_terms if len(lists[t][0])]
@@ -149,24 +166,22 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
         ceiling = scorer.total_bound(sum(bounds[t] for t in rest), len(rest), query_terms,
                                      stats)
         if ceiling + BOUND_SLACK * (1.0 + abs(ceiling)) < theta - tolerance:
-            return PrunedEstimate(found, estimates, _union_size(lists, found, rest),
+            bits_of = bits or (lambda t: term_bits(lists[t][0]))
+            return PrunedEstimate(found, estimates, _union_size(found, rest, bits_of),
                                   tuple(rest))
     return None
 
 
-def _union_size(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], found: np.ndarray,
-                rest: list[str]) -> int:
-    """How many records hold any query term: ``found`` (the records of the terms taken)
-    plus those of the skipped ``rest`` not among them. One skipped term: |found| + df −
-    |found ∩ it| (:func:`lookup_postings`); more: a mark per record (no scores computed)."""
-    if len(rest) == 1:
-        positions = lists[rest[0]][0]
-        shared = int(np.count_nonzero(lookup_postings(positions, found)[0]))
-        return len(found) + len(positions) - shared
-    terms = list(rest)
-    size = max(int(found[-1]), *(int(lists[t][0][-1]) for t in terms)) + 1
-    marks = np.zeros(size, dtype=bool)
-    marks[found] = True
-    for term in terms:
-        marks[lists[term][0]] = True
-    return int(np.count_nonzero(marks))
+def _union_size(found: np.ndarray, rest: list[str],
+                bits: Callable[[str], np.ndarray]) -> int:
+    """How many records hold any query term: ``found`` (the records of the terms taken,
+    ascending) plus those of the skipped ``rest`` not among them — the skipped terms' bits
+    ORed, counted, and ``found``'s records whose bit is clear added (no scores computed,
+    no long postings scattered)."""
+    kept = [bits(term) for term in rest]
+    words = np.zeros(max(max(len(b) for b in kept), (int(found[-1]) >> 3) + 1), dtype=np.uint8)
+    for b in kept:
+        words[:len(b)] |= b
+    shift = (7 - (found & 7)).astype(np.uint8)
+    held = (words[found >> 3] >> shift) & 1
+    return int(np.bitwise_count(words).sum(dtype=np.int64)) + len(found) - int(held.sum())

@@ -22,7 +22,7 @@ few worth explaining without building an object per candidate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -157,23 +157,28 @@ class _Accumulated:
     captured_at: np.ndarray
 
 
-def _accumulate(scorer: Scorer, present, stats: CorpusStats) -> _Accumulated:
-    """The per-record sums of :meth:`Scorer.estimate`: every posting in query-term order,
-    grouped by position (``bincount`` adds in that order, so each sum is the one a loop
-    over the terms would give). Sorting the postings costs less than a slot per record:
-    three arrays of the store's size per query cost as much as the sort or more, even
-    when the postings cover the whole store (measured at 1k, 10k and 100k records)."""
-    positions = np.concatenate([p.positions for _, p in present])
-    weights = np.concatenate([np.asarray(scorer.term_weights(term, p, stats), dtype=float)
-                              for term, p in present])
-    captured_at = np.concatenate([p.captured_at for _, p in present])
-    distinct, _, group = distinct_groups(positions)
-    captured = np.zeros(len(distinct))
-    captured[group] = captured_at
+def join_postings(postings: Sequence[Postings]) -> Postings:
+    """Several terms' postings laid end to end, in the order given (one array each)."""
+    if not postings:
+        return Postings.empty()
+    return Postings(*(np.concatenate([getattr(p, name) for p in postings])
+                      for name in ("positions", "counts", "lengths", "captured_at")))
+
+
+def _accumulate(scorer: Scorer, terms: Sequence[str], sizes: Sequence[int], joined: Postings,
+                stats: CorpusStats) -> _Accumulated:
+    """The per-record sums of :meth:`Scorer.estimate`: every posting in query-term order
+    (``joined``, ``sizes[i]`` of ``terms[i]``), grouped by position (``bincount`` adds in
+    that order, so each sum is the one a loop over the terms would give). Sorting the
+    postings costs less than a slot per record: three arrays of the store's size per query
+    cost as much as the sort or more, even when the postings cover the whole store
+    (measured at 1k, 10k and 100k records)."""
+    weights = scorer.posting_weights(terms, sizes, joined, stats)
+    distinct, first, group = distinct_groups(joined.positions)
     return _Accumulated(distinct.astype(np.int64, copy=False),
                         np.bincount(group, weights=weights, minlength=len(distinct)),
                         np.bincount(group, minlength=len(distinct)).astype(np.int64),
-                        captured)
+                        np.asarray(joined.captured_at[first], dtype=np.float64))
 
 
 class Scorer:
@@ -184,6 +189,22 @@ class Scorer:
 
     def term_weights(self, term: str, postings: Postings, stats: CorpusStats) -> np.ndarray:
         raise NotImplementedError
+
+    def posting_weights(self, terms: Sequence[str], sizes: Sequence[int], joined: Postings,
+                        stats: CorpusStats) -> np.ndarray:
+        """:meth:`term_weights` of several terms at once: ``joined`` holds their postings
+        end to end, ``sizes[i]`` of them ``terms[i]``'s. A scorer whose weight is one
+        formula over arrays overrides this to compute it in one pass (a query's numpy
+        steps then do not grow with its terms); the numbers are the same, element by
+        element."""
+        parts, start = [], 0
+        for term, size in zip(terms, sizes, strict=True):
+            part = Postings(*(column[start:start + size] for column in
+                              (joined.positions, joined.counts, joined.lengths,
+                               joined.captured_at)))
+            parts.append(np.asarray(self.term_weights(term, part, stats), dtype=np.float64))
+            start += size
+        return np.concatenate(parts) if parts else np.zeros(0)
 
     def combine(self, acc: _Accumulated, query_terms: tuple[str, ...], as_of_seconds: float,
                 stats: CorpusStats) -> np.ndarray:
@@ -214,11 +235,21 @@ class Scorer:
     def estimate(self, query_terms: tuple[str, ...], postings: Mapping[str, Postings], *,
                  as_of_seconds: float, stats: CorpusStats) -> tuple[np.ndarray, np.ndarray]:
         """(positions, totals) of every candidate, unrounded — for pruning, not showing."""
-        present = [(t, postings[t]) for t in query_terms if len(postings.get(t, ()))]
+        present = [t for t in query_terms if len(postings.get(t, ()))]
+        joined = join_postings([postings[t] for t in present])
+        return self.joined_estimate(query_terms, present, [len(postings[t]) for t in present],
+                                    joined, as_of_seconds=as_of_seconds, stats=stats)
+
+    def joined_estimate(self, query_terms: tuple[str, ...], present: Sequence[str],
+                        sizes: Sequence[int], joined: Postings, *, as_of_seconds: float,
+                        stats: CorpusStats) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`estimate` of postings already joined (:func:`join_postings`): the
+        ``present`` query terms' (those with postings), ``sizes[i]`` of ``present[i]``, in
+        query order."""
         if not present:
             empty = np.zeros(0)
             return empty.astype(np.int64), empty
-        acc = _accumulate(self, present, stats)
+        acc = _accumulate(self, present, sizes, joined, stats)
         return acc.positions, self.combine(acc, query_terms, as_of_seconds, stats)
 
     def __repr__(self) -> str:
@@ -235,6 +266,9 @@ class TeachingScorer(Scorer):
 
     def term_weights(self, term, postings, stats):
         return np.ones(len(postings))
+
+    def posting_weights(self, terms, sizes, joined, stats):
+        return np.ones(len(joined))
 
     def term_bound(self, term, max_count, min_length, stats):
         return 1.0
@@ -314,6 +348,14 @@ class Bm25Scorer(Scorer):
                                 stats.searched_records, postings.lengths,
                                 stats.average_length, self.k1, self.b)
 
+    def posting_weights(self, terms, sizes, joined, stats):
+        # each posting's idf, by term: the same products as term by term, in one pass
+        idf = np.repeat([bm25_idf(stats.document_frequency.get(term, size),
+                                  stats.searched_records)
+                         for term, size in zip(terms, sizes, strict=True)], sizes)
+        return _saturated_part(idf, joined.counts.astype(np.float64), joined.lengths,
+                               stats.average_length, self.k1, self.b)
+
     def term_bound(self, term, max_count, min_length, stats):
         # the weight grows with the count and shrinks with the length (b ≥ 0)
         return float(bm25_term_weight(float(max_count), stats.document_frequency[term],
@@ -390,6 +432,9 @@ class HybridScorer(Scorer):
 
     def term_weights(self, term, postings, stats):
         return self.bm25.term_weights(term, postings, stats)
+
+    def posting_weights(self, terms, sizes, joined, stats):
+        return self.bm25.posting_weights(terms, sizes, joined, stats)
 
     def term_bound(self, term, max_count, min_length, stats):
         return self.bm25.term_bound(term, max_count, min_length, stats)

@@ -63,7 +63,7 @@ __all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "Sideca
            "load_companion", "write_companion"]
 
 SIDECAR_SUFFIX = ".recall-index"
-SIDECAR_VERSION = 1
+SIDECAR_VERSION = 2  # 2: each term's largest count and shortest record (pruning's bounds)
 MAGIC = b"LMRIDX01"
 _TEMP_PREFIX = "."
 STAMP_SUFFIX = ".verified"

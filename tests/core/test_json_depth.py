@@ -46,3 +46,27 @@ def test_a_deep_document_is_still_refused_with_its_reason():
     with pytest.raises(ValueError, match="deep"):
         validation.parse_json("[" * 101 + "]" * 101)
     assert validation.parse_json("[" * 100 + "]" * 100) is not None
+
+
+@given(_JSON, st.text(alphabet=st.sampled_from(" \t\n\r\u00a0\u2028x,"), max_size=3))
+def test_parse_json_takes_what_json_loads_takes_after_a_value(value, after):
+    """A stored line read with its newline is parsed by the fast path; anything after the
+    value that json.loads refuses (a non-JSON space, more text) is refused the same way."""
+    text = json.dumps(value) + after
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            validation.parse_json(text)
+    else:
+        assert validation.parse_json(text) == expected
+        assert validation.parse_json(text.encode()) == expected
+
+
+def test_a_line_with_its_newline_takes_the_fast_path(monkeypatch):
+    def no_full_decode(text):
+        raise AssertionError("the full decoder was used")
+
+    monkeypatch.setattr(validation._DECODER, "decode", no_full_decode)
+    assert validation.parse_json(b'{"memory_id": "m-1", "n": [1, 2]}\n') == {
+        "memory_id": "m-1", "n": [1, 2]}

@@ -94,6 +94,28 @@ def test_records_appended_after_the_sidecar_extend_it(records):
     assert answers(records)[0] == answers(records, sidecar=False)[0]
 
 
+def test_each_terms_kept_extremes_are_its_postings_extremes(records):
+    """The sidecar's per-term (largest count, shortest record), extended by the records
+    appended since, are what pruning would compute from the postings (its bounds)."""
+    from labmem.recall.pruning import term_extremes
+
+    status(records)
+    late = drafts(500, 30, "late")
+    for n, draft in enumerate(late[:6]):  # counts and lengths the base has not seen
+        draft["content"] = " ".join(["dog"] * (9 + n) + ["zebra"] * (n + 1))
+    open_store(records).append_many(late)
+    e = engine(records)
+    e.index.sidecar_min_records = 10_000  # keep the tail in memory only
+    e.recall("dog", limit=1)
+    index = e.index
+    lengths = index.record_columns()[0]
+    assert index.sidecar_status == "loaded" and index._postings  # base and tail
+    for term in index.vocabulary():
+        positions, counts = index.term_postings(term)
+        assert index.term_extremes(term) == term_extremes(positions, counts, lengths), term
+    assert index.term_extremes("no-such-term") is None
+
+
 def test_a_long_tail_is_persisted(records):
     status(records)
     before = os.stat(sidecar_path(records)).st_ino
