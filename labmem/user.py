@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import (
+    UTC,
     Clock,
     format_timestamp,
     parse_stored_timestamp,
@@ -68,8 +69,8 @@ from labmem.core.storage import (
     fsync_directory,
     read_snapshot_signed,
     sync_file,
+    write_bytes_atomic,
     write_snapshot,
-    write_text_atomic,
 )
 from labmem.core.validation import require_text
 
@@ -109,7 +110,7 @@ COMPACT_MIN_LINES = 64
 #: process at each of them (the last two only when the write compacts).
 WRITE_BOUNDARIES = ("revision_appended", "memory_md_written", "snapshot_written",
                     "log_removed")
-_MEMORY_MD_AS_OF = re.compile(r"; as_of: (\S+) -->")
+_MEMORY_MD_AS_OF = re.compile(rb"; as_of: (\S+) -->")
 
 CREATED, UPDATED, UNCHANGED, DELETED = "created", "updated", "unchanged", "deleted"
 STALE = "stale"  # a decision only: a stale write is refused, so it is never a write's status
@@ -164,7 +165,25 @@ def _timestamp(value: Any, field: str) -> datetime:
 
 
 def _optional_ts(value: datetime | None) -> str | None:
-    return None if value is None else format_timestamp(value)
+    return None if value is None else _stamp(value)
+
+
+_last_stamp: tuple[datetime | None, str] = (None, "")
+
+
+def _stamp(value: datetime) -> str:
+    """:func:`format_timestamp` of a time this layer has checked already (an aware UTC
+    ``datetime``): the same text without checking it again. The last one is kept, since a
+    write stamps its time twice (its revision line and MEMORY.md's ``as_of``)."""
+    global _last_stamp
+    last = _last_stamp
+    if last[0] is value:
+        return last[1]
+    if type(value) is not datetime or value.tzinfo is not UTC:
+        return format_timestamp(value)
+    text = value.isoformat()[:-6] + "Z"  # "+00:00" is the only offset a UTC time has
+    _last_stamp = (value, text)
+    return text
 
 
 def is_active(expires_at: datetime | None, as_of: datetime) -> bool:
@@ -201,7 +220,7 @@ class Preference:
             "key": self.key,
             "value": self.value,
             "revision": self.revision,
-            "updated_at": format_timestamp(self.updated_at),
+            "updated_at": _stamp(self.updated_at),
             "expires_at": _optional_ts(self.expires_at),
             "source_event_id": self.source_event_id,
             "deleted_at": _optional_ts(self.deleted_at),
@@ -535,11 +554,11 @@ class UserMemory:
         (a retry included). A compaction — every delete — syncs it to disk first, so a
         deleted value does not come back from a stale projection either.
         """
-        self._prefs.put(pref)  # the state MEMORY.md will show
         try:
+            self._prefs.put(pref)  # the state MEMORY.md will show
             text = self._prefs.render(self.user_scope, profile, now)
-            write_text_atomic(self.memory_md_path, text,
-                              alongside=lambda: self._append_revision(pref), durable=False)
+            write_bytes_atomic(self.memory_md_path, text,
+                               alongside=lambda: self._append_revision(pref), durable=False)
         except BaseException:
             self._prefs_loaded = False  # the cache may hold a change that is not on disk
             raise
@@ -631,8 +650,8 @@ class UserMemory:
 
     def _project(self, profile: UserProfile, as_of: datetime) -> None:
         """Rewrite MEMORY.md (atomically) from the profile and the active preferences."""
-        write_text_atomic(self.memory_md_path, self._prefs.render(self.user_scope, profile,
-                                                                  as_of))
+        write_bytes_atomic(self.memory_md_path, self._prefs.render(self.user_scope, profile,
+                                                                   as_of))
         self._projected = self._projection_key(as_of)
 
     def _repair_projection(self, profile: UserProfile, now: datetime) -> None:
@@ -646,14 +665,14 @@ class UserMemory:
         if self._projection_is_current():
             return
         try:
-            current = self.memory_md_path.read_text(encoding="utf-8")
+            current = self.memory_md_path.read_bytes()
         except FileNotFoundError:
             current = None
         found = None if current is None else _MEMORY_MD_AS_OF.search(current)
         if found is not None:
             try:
-                shown = parse_timestamp(found.group(1), field="as_of")
-            except InvalidInputError:
+                shown = parse_timestamp(found.group(1).decode("ascii"), field="as_of")
+            except (InvalidInputError, UnicodeDecodeError):
                 shown = None
             if shown is not None and \
                     current == self._prefs.render(self.user_scope, profile, shown):
@@ -819,13 +838,19 @@ class UserMemory:
         return self.memory_md_path
 
 
+#: MEMORY.md lines of the live keys are kept encoded and joined in blocks of this many, so a
+#: rewrite after a change of one line joins one block again, then the blocks.
+_BLOCK_LINES = 32
+
+
 class _PreferenceCache:
     """The decoded preferences and where they came from, kept between calls.
 
     ``generation``/``covered``: the log generation the snapshot was compacted at, and how
     many of its lines it already holds. ``log_*``: what the log file adds on top. The
-    MEMORY.md lines of the live keys are kept rendered in key order once a projection
-    needed them, so the next projection after one change formats one line, not every key.
+    MEMORY.md lines of the live keys are kept rendered (UTF-8) in key order once a
+    projection needed them, and joined in blocks of :data:`_BLOCK_LINES`: the next
+    projection after one change formats one line and joins one block, not every key.
     """
 
     def __init__(self) -> None:
@@ -838,8 +863,11 @@ class _PreferenceCache:
         self.log_tombstones = False  # a delete is in the log: compact, so its value goes
         self.stale_log = False  # the log holds an older generation than the snapshot
         self._keys: list[str] | None = None  # live keys, sorted (None: not built yet)
-        self._lines: list[str] = []  # their MEMORY.md lines, in the same order
+        self._lines: list[bytes] = []  # their MEMORY.md lines (with "\n"), in that order
+        self._blocks: list[bytes] = []  # _lines joined by _BLOCK_LINES
+        self._stale: set[int] = set()  # the blocks whose lines changed since
         self._expiring: set[str] = set()  # live keys with an expiry
+        self._profile: tuple[UserProfile | None, bytes] = (None, b"")  # its rendered part
 
     def put(self, pref: Preference) -> None:
         key = pref.key
@@ -850,24 +878,55 @@ class _PreferenceCache:
             self._expiring.add(key)
         else:
             self._expiring.discard(key)
-        if self._keys is None:
+        keys = self._keys
+        if keys is None or not (was_live or live):
             return
+        at = bisect.bisect_left(keys, key)
         if was_live and live:
-            self._lines[bisect.bisect_left(self._keys, key)] = _memory_md_line(pref)
-        elif was_live or live:
-            self._keys = None  # a key became live or stopped being live: build again
+            self._lines[at] = _encoded_line(pref)
+            self._stale.add(at // _BLOCK_LINES)
+            return
+        if live:  # a key became live: its line goes in at its place
+            keys.insert(at, key)
+            self._lines.insert(at, _encoded_line(pref))
+        else:  # it stopped being live
+            del keys[at]
+            del self._lines[at]
+        first, count = at // _BLOCK_LINES, -(-len(keys) // _BLOCK_LINES)
+        del self._blocks[count:]  # every block from ``first`` on moved
+        self._blocks += [b""] * (count - len(self._blocks))
+        self._stale.update(range(first, count))
 
-    def render(self, user_scope: str, profile: UserProfile, as_of: datetime) -> str:
-        """:func:`render_memory_md` of this state, from the kept lines."""
-        state = self.state
+    def render(self, user_scope: str, profile: UserProfile, as_of: datetime) -> bytes:
+        """:func:`render_memory_md` of this state, UTF-8 encoded, from the kept lines."""
         if self._keys is None:
+            state = self.state
             self._keys = sorted(k for k, p in state.items() if not p.deleted)
-            self._lines = [_memory_md_line(state[k]) for k in self._keys]
-        shown = self._lines
-        if self._expiring:
-            shown = [line for key, line in zip(self._keys, self._lines, strict=True)
-                     if key not in self._expiring or as_of < state[key].expires_at]
-        return _memory_md(user_scope, profile, shown, as_of)
+            self._lines = [_encoded_line(state[k]) for k in self._keys]
+            self._blocks = [b""] * (-(-len(self._keys) // _BLOCK_LINES))
+            self._stale = set(range(len(self._blocks)))
+        lines, blocks = self._lines, self._blocks
+        for number in self._stale:
+            blocks[number] = b"".join(lines[number * _BLOCK_LINES:
+                                            (number + 1) * _BLOCK_LINES])
+        self._stale.clear()
+        if self._profile[0] is not profile:
+            self._profile = (profile, _memory_md_profile(profile).encode("utf-8"))
+        head = _memory_md_head(user_scope, as_of).encode("utf-8") + self._profile[1]
+        hidden = self._hidden_at(as_of)
+        if not hidden:
+            return head + (b"".join(blocks) if lines else b"- (none active)\n")
+        shown = b"".join(line for i, line in enumerate(lines) if i not in hidden)
+        return head + (shown or b"- (none active)\n")
+
+    def _hidden_at(self, as_of: datetime) -> set[int]:
+        """The places of the live keys that have expired at ``as_of``."""
+        if not self._expiring:
+            return set()
+        state, keys = self.state, self._keys
+        assert keys is not None
+        return {bisect.bisect_left(keys, key) for key in self._expiring
+                if not as_of < state[key].expires_at}
 
 
 def _active(prefs: Mapping[str, Preference], as_of: datetime) -> tuple[Preference, ...]:
@@ -912,23 +971,29 @@ def render_memory_md(user_scope: str, profile: UserProfile,
 
 def _memory_md_line(pref: Preference) -> str:
     return (f"- {pref.key}: {_attr(pref.value)} (revision {pref.revision}"
-            + ("" if pref.expires_at is None else f", until {format_timestamp(pref.expires_at)}")
+            + ("" if pref.expires_at is None else f", until {_stamp(pref.expires_at)}")
             + ")")
+
+
+def _encoded_line(pref: Preference) -> bytes:
+    return (_memory_md_line(pref) + "\n").encode("utf-8")
+
+
+def _memory_md_head(user_scope: str, as_of: datetime) -> str:
+    """MEMORY.md up to its profile lines (the only part that names ``as_of``)."""
+    return ("# User memory\n\n<!-- projection of profile.json + the preference log; "
+            f"user_scope: {user_scope}; as_of: {_stamp(as_of)} -->\n\n"
+            "## Profile\n\n")
+
+
+def _memory_md_profile(profile: UserProfile) -> str:
+    """MEMORY.md from its profile lines up to its preference lines."""
+    fields = profile.fields()
+    lines = [f"- {name}: {_attr(value)}" for name, value in fields.items()] or ["- (empty)"]
+    return "\n".join(lines) + "\n\n## Preferences\n\n"
 
 
 def _memory_md(user_scope: str, profile: UserProfile, preference_lines: list[str],
                as_of: datetime) -> str:
-    lines = [
-        "# User memory",
-        "",
-        f"<!-- projection of profile.json + the preference log; user_scope: {user_scope}; "
-        f"as_of: {format_timestamp(as_of)} -->",
-        "",
-        "## Profile",
-        "",
-    ]
-    fields = profile.fields()
-    lines += [f"- {name}: {_attr(value)}" for name, value in fields.items()] or ["- (empty)"]
-    lines += ["", "## Preferences", ""]
-    lines += preference_lines or ["- (none active)"]
-    return "\n".join(lines) + "\n"
+    return (_memory_md_head(user_scope, as_of) + _memory_md_profile(profile)
+            + "\n".join(preference_lines or ["- (none active)"]) + "\n")

@@ -67,18 +67,23 @@ def test_a_change_is_one_log_line_and_a_new_memory_md_nothing_else(tmp_path, mon
         memory.set_preference(f"key.{k}", f"value {k}")
     memory.set_preference("key.0", "settle")  # whatever compaction is due happens here
     written, appended = [], []
-    real_write, real_append = storage.write_text_atomic, storage.JsonlLog.append_many
+    real_append = storage.JsonlLog.append_many
 
-    def spy_write(path, text, **kwargs):
-        written.append(os.path.basename(path))
-        return real_write(path, text, **kwargs)
+    def spy(real):
+        def spy_write(path, data, **kwargs):
+            written.append(os.path.basename(path))
+            return real(path, data, **kwargs)
+        return spy_write
 
     def spy_append(self, records):
         appended.extend(records)
         return real_append(self, records)
 
-    monkeypatch.setattr(user, "write_text_atomic", spy_write)
-    monkeypatch.setattr(storage, "write_text_atomic", spy_write)
+    for name in ("write_text_atomic", "write_bytes_atomic"):  # every whole-file writer
+        real = getattr(storage, name)
+        monkeypatch.setattr(storage, name, spy(real))
+        if hasattr(user, name):
+            monkeypatch.setattr(user, name, spy(real))
     monkeypatch.setattr(storage.JsonlLog, "append_many", spy_append)
     snapshot = memory.preferences_path.read_bytes()
     for i in range(10):
@@ -395,3 +400,36 @@ def test_writers_and_lock_free_readers_race_through_compactions(tmp_path):
     stored = make(root)._load_preferences()
     for key, value in expected.items():
         assert stored[key].value == value, key
+
+
+# -- MEMORY.md from the kept lines ---------------------------------------------------------
+
+CACHE_OPS = st.lists(st.tuples(st.sampled_from(["set", "set", "set", "delete"]),
+                               st.integers(0, 99), st.sampled_from([None, 2, 5]),
+                               st.integers(0, 8)),
+                     min_size=1, max_size=60)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 90), CACHE_OPS)
+def test_memory_md_from_the_kept_blocks_is_render_memory_md(preset, ops):
+    """The cache keeps MEMORY.md's lines encoded and joined in blocks (a change re-joins
+    one block; a key coming or going moves the blocks after it). Over any run of sets,
+    deletes and expiries across block boundaries, its bytes are render_memory_md's."""
+    cache = user._PreferenceCache()
+    profile = user.UserProfile(user_scope="scope", name="Ali")
+    revisions = {}
+
+    def put(key, value, expires):
+        revisions[key] = revisions.get(key, 0) + 1
+        cache.put(user.Preference(key, value, revisions[key], at(0), expires_at=expires,
+                                  deleted_at=at(0) if value is None else None))
+
+    for k in range(preset):  # a state decoded before any projection (no lines kept yet)
+        put(f"k{k:03d}", f"preset {k}", None)
+    for step, (op, k, expires, hours) in enumerate(ops):
+        put(f"k{k:03d}", None if op == "delete" else f"v{step}",
+            None if op == "delete" or expires is None else at(expires))
+        as_of = at(hours)
+        expected = render_memory_md("scope", profile, user._active(cache.state, as_of), as_of)
+        assert cache.render("scope", profile, as_of) == expected.encode("utf-8")

@@ -413,11 +413,25 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *,
     if not isinstance(text, str):
         raise InvalidInputError("text", f"must be a string, got {type(text).__name__}")
     try:
-        payload = memoryview(text.encode("utf-8"))
+        payload = text.encode("utf-8")
     except UnicodeEncodeError:  # before the temp file exists: nothing is written
         require_text(text, "text", allow_blank=True)
         raise
-    target = Path(path)
+    return write_bytes_atomic(path, payload, alongside=alongside, durable=durable)
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *,
+                       alongside: Callable[[], Any] | None = None,
+                       durable: bool = True) -> Any:
+    """:func:`write_text_atomic` of text already encoded: ``data`` is written as it is.
+
+    For a layer that keeps its file's lines encoded between writes, so a rewrite after a
+    change of one line joins bytes instead of encoding the whole text again.
+    """
+    if not isinstance(data, bytes):
+        raise InvalidInputError("data", f"must be bytes, got {type(data).__name__}")
+    payload = memoryview(data)
+    target = path if isinstance(path, Path) else Path(path)
     try:
         fd, temp_name = _create_temporary(target)
     except FileNotFoundError:  # the first file of a layer: its directory comes first
@@ -452,7 +466,8 @@ _temporaries = itertools.count()
 def _create_temporary(target: Path) -> tuple[int, str]:
     """A new file beside ``target``, ``.<name>.<pid>.<n>.tmp``, created exclusively (what
     ``tempfile.mkstemp`` does, without drawing random names: a quarter of a small write)."""
-    stem = os.path.join(os.fspath(target.parent), f".{target.name}.{os.getpid()}.")
+    directory, name = os.path.split(os.fspath(target))  # target.parent, .name: as strings
+    stem = os.path.join(directory or ".", f".{name}.{os.getpid()}.")
     while True:
         name = f"{stem}{next(_temporaries)}.tmp"
         try:
