@@ -103,18 +103,25 @@ def lookup_postings(positions: np.ndarray, candidates: np.ndarray) -> tuple[np.n
 def score_candidates(scorer: Scorer, query_terms: tuple[str, ...],
                      lists: Mapping[str, tuple[np.ndarray, np.ndarray]],
                      candidates: np.ndarray, lengths: np.ndarray, captured: np.ndarray, *,
-                     as_of_seconds: float, stats: CorpusStats) -> np.ndarray:
-    """The estimates of ``candidates``, exactly as :meth:`Scorer.estimate` computes them."""
+                     as_of_seconds: float, stats: CorpusStats,
+                     covered: frozenset[str] = frozenset()) -> np.ndarray:
+    """The estimates of ``candidates`` (ascending), exactly as :meth:`Scorer.estimate`
+    computes them. A term in ``covered`` has all its postings among the candidates (it was
+    taken to find them): where each one is, is a binary search of its postings alone."""
     rows, counts, present, sizes = [], [], [], []
     for term in query_terms:  # the order Scorer.estimate adds them in: the same sums
         positions, term_counts = lists[term]
         if not len(positions):
             continue
-        hit, at = lookup_postings(positions, candidates)
-        rows.append(np.flatnonzero(hit))
-        counts.append(term_counts[at])
+        if term in covered:
+            rows.append(np.searchsorted(candidates, positions))
+            counts.append(term_counts)
+        else:
+            hit, at = lookup_postings(positions, candidates)
+            rows.append(np.flatnonzero(hit))
+            counts.append(term_counts[at])
         present.append(term)
-        sizes.append(len(at))
+        sizes.append(len(rows[-1]))
     rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
     held = candidates[rows]
     joined = Postings(held, np.concatenate(counts) if counts else rows, lengths[held],
@@ -152,6 +159,16 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
         bounds[term] = bound
     order = sorted(present, key=lambda t: (-bounds[t], len(lists[t][0]), t))
     found = np.zeros(0, dtype=np.int64)
+
+    nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+    def scored(candidates, covered=frozenset(), only=None):
+        """score_candidates; ``only``: as if the other terms were in no record."""
+        used = lists if only is None else {t: lists[t] if t in only else nothing
+                                           for t in query_terms}
+        return score_candidates(scorer, query_terms, used, candidates, lengths, captured,
+                                as_of_seconds=as_of_seconds, stats=stats, covered=covered)
+
     for taken, term in enumerate(order[:-1], start=1):
         found = union_sorted((found, lists[term][0]))
         rest = order[taken:]
@@ -160,16 +177,34 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
         rest_postings = sum(len(lists[t][0]) for t in rest)
         if len(found) < limit or rest_postings < max(min_skipped, 2 * len(found)):
             continue
-        estimates = score_candidates(scorer, query_terms, lists, found, lengths, captured,
-                                     as_of_seconds=as_of_seconds, stats=stats)
-        theta = np.partition(estimates, len(estimates) - limit)[len(estimates) - limit]
         ceiling = scorer.total_bound(sum(bounds[t] for t in rest), len(rest), query_terms,
                                      stats)
-        if ceiling + BOUND_SLACK * (1.0 + abs(ceiling)) < theta - tolerance:
+        ceiling += BOUND_SLACK * (1.0 + abs(ceiling))
+        covered = frozenset(order[:taken])
+        if len(found) > SAMPLE * limit and not _sample_clears(
+                scored, found, covered, limit, ceiling, tolerance):
+            continue  # the try would most likely fail: take another term first
+        estimates = scored(found, covered)
+        theta = np.partition(estimates, len(estimates) - limit)[len(estimates) - limit]
+        if ceiling < theta - tolerance:
             bits_of = bits or (lambda t: term_bits(lists[t][0]))
             return PrunedEstimate(found, estimates, _union_size(found, rest, bits_of),
                                   tuple(rest))
     return None
+
+
+#: Before scoring every record found, score the SAMPLE × limit best by the terms taken so
+#: far: the limit-th best of those exact scores is at most the limit-th best of all, so if
+#: it already clears the ceiling the try cannot fail; if not, the try would most likely
+#: fail, and another term is taken first (it never changes the result, only the work).
+SAMPLE = 4
+
+
+def _sample_clears(scored, found, covered, limit, ceiling, tolerance) -> bool:
+    partial = scored(found, covered, covered)  # the terms taken alone: cheap
+    best = np.argpartition(partial, len(partial) - SAMPLE * limit)[-SAMPLE * limit:]
+    exact = scored(np.sort(found[best]))
+    return bool(ceiling < np.partition(exact, len(exact) - limit)[len(exact) - limit] - tolerance)
 
 
 def _union_size(found: np.ndarray, rest: list[str],
