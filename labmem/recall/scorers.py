@@ -21,6 +21,7 @@ few worth explaining without building an object per candidate.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -264,6 +265,10 @@ class TeachingScorer(Scorer):
     lexical_weight = LEXICAL_WEIGHT
     recency_weight = RECENCY_WEIGHT
 
+    @functools.cached_property
+    def shown_weights(self) -> Mapping[str, float]:  # one read-only dict for every breakdown
+        return MappingProxyType({"lexical": self.lexical_weight, "recency": self.recency_weight})
+
     def term_weights(self, term, postings, stats):
         return np.ones(len(postings))
 
@@ -300,8 +305,7 @@ class TeachingScorer(Scorer):
             total=_r(lexical_part + recency_part),
             age_days=_r(age),
             scorer=self.name,
-            weights=MappingProxyType({"lexical": self.lexical_weight,
-                                      "recency": self.recency_weight}),
+            weights=self.shown_weights,
             contributions=MappingProxyType({"lexical": lexical_part,
                                             "recency": recency_part}),
             term_contributions=MappingProxyType({t: share for t in matched}),
@@ -335,6 +339,10 @@ class Bm25Scorer(Scorer):
             raise InvalidInputError("k1", f"{self.k1!r} is out of range", "use 0 ≤ k1 ≤ 10")
         if not (isinstance(self.b, int | float) and 0 <= self.b <= 1):
             raise InvalidInputError("b", f"{self.b!r} is out of range", "use 0 ≤ b ≤ 1")
+
+    @functools.cached_property
+    def shown_weights(self) -> Mapping[str, float]:  # one read-only dict for every breakdown
+        return MappingProxyType({"bm25": 1.0, "recency": 0.0, "k1": self.k1, "b": self.b})
 
     def term_part(self, count: int, length: int, idf: float, average_length: float) -> float:
         """:func:`bm25_term_weight` for a given ``idf`` (to plot saturation and length alone)."""
@@ -392,8 +400,7 @@ class Bm25Scorer(Scorer):
             total=total,
             age_days=_r(age_days(as_of, captured_at)),
             scorer=self.name,
-            weights=MappingProxyType({"bm25": 1.0, "recency": 0.0, "k1": self.k1,
-                                      "b": self.b}),
+            weights=self.shown_weights,
             contributions=MappingProxyType({"bm25": total, "recency": 0.0}),
             term_contributions=MappingProxyType(parts),
         )
@@ -422,9 +429,14 @@ class HybridScorer(Scorer):
             raise InvalidInputError("recency_weight", f"{self.recency_weight!r} is out of range",
                                     "use 0 ≤ recency_weight ≤ 1")
 
-    @property
-    def bm25(self) -> Bm25Scorer:
+    @functools.cached_property
+    def bm25(self) -> Bm25Scorer:  # made once: explain asks for it for every hit
         return Bm25Scorer(self.k1, self.b)
+
+    @functools.cached_property
+    def shown_weights(self) -> Mapping[str, float]:  # one read-only dict for every breakdown
+        return MappingProxyType({"bm25_share": 1 - self.recency_weight,
+                                 "recency": self.recency_weight, "k1": self.k1, "b": self.b})
 
     def best_possible(self, query_terms: tuple[str, ...], stats: CorpusStats) -> float:
         return sum(bm25_idf(stats.document_frequency.get(t, 0), stats.searched_records)
@@ -471,9 +483,7 @@ class HybridScorer(Scorer):
             total=_r(lexical_part + recency_part),
             age_days=_r(age),
             scorer=self.name,
-            weights=MappingProxyType({"bm25_share": lexical_weight,
-                                      "recency": self.recency_weight,
-                                      "k1": self.k1, "b": self.b}),
+            weights=self.shown_weights,
             contributions=MappingProxyType({"bm25_share": lexical_part,
                                             "recency": recency_part}),
             term_contributions=MappingProxyType(
