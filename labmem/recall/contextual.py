@@ -28,6 +28,10 @@ a thread's total comes from the same postings. Hits, order and breakdowns are th
 dense computation gives, bit for bit (a property test keeps it as the reference); an
 estimate adds its terms one by one in term order, where numpy's column sum of a matrix not
 laid out by rows adds pairwise — a last-bit difference the shortlist's tolerance absorbs.
+Memory stays near what the index itself holds: a term's part at each candidate goes into
+the query's sums as soon as it is computed, and only its counts (the index's own arrays)
+are kept; at the few shortlisted positions every number is computed again from them, by
+the same operations, so to the same bits.
 
 The weights were chosen on the labeled set's tune split and the even-indexed LoCoMo
 conversations only (``bench/tune_contextual.py``); the odd half is never used to tune.
@@ -59,7 +63,7 @@ from labmem.recall.pipeline import (
     shortlist,
     snippet_of,
 )
-from labmem.recall.pruning import lookup_postings
+from labmem.recall.pruning import SEARCH_RATIO, lookup_postings
 from labmem.recall.scorers import (
     BM25_B,
     BM25_K1,
@@ -172,28 +176,42 @@ class ContextualBreakdown(RecallScoreBreakdown):
 @dataclass(frozen=True, eq=False)
 class _TermCounts:
     """One query term's raw counts, enough to read any field at any position: the
-    positions whose own text or title may have it (``held``, ascending) with those two
-    counts there, and its count per date value."""
+    positions whose own text or title may have it (``held``, ascending) with the index's
+    count there, the title values that have it with its count in each, and its count per
+    date value. ``held`` and ``counts`` are the index's own arrays when it lends them (one
+    surface form, every title counted): nothing per record that the index does not hold."""
 
     held: np.ndarray
-    own: np.ndarray  # index count − title count (the index counts the title with the text)
-    title: np.ndarray
+    counts: np.ndarray  # the index's count: own text and title together
+    titles: np.ndarray  # title value ids (ascending) whose title has the term
+    in_title: np.ndarray  # its count in each of those
     in_date: np.ndarray | None  # per date value (None: no date weight)
+
+    def title_at(self, values: np.ndarray, size: int) -> np.ndarray:
+        """Its count in the titles with value ids ``values`` (0.0 for the others); value
+        ids are below ``size``, ``values`` at most ``size`` (the sentinel)."""
+        return _lookup(self.titles, self.in_title, values, size)
+
+    def own_at(self, positions: np.ndarray, arrays: ContextArrays) -> np.ndarray:
+        """Its count in the own text of the records at ``positions`` (any order; 0.0 at
+        the sentinel): the index's count less the title's."""
+        return (_at(self.held, self.counts, positions)
+                - self.title_at(arrays.title[positions], _title_values(arrays)))
 
 
 @dataclass(frozen=True, eq=False)
 class _TermScores:
-    """One query term where it counts: the positions (ascending) whose weighted frequency
-    is > 0 with its part there, and the threads whose own text has it."""
+    """One query term: its counts and idfs. Its part at each candidate and its thread
+    totals went into the query's sums (:class:`_Sums`) as they were computed; at the few
+    positions the shortlist keeps they are computed again from the counts, by the same
+    operations on the same numbers — so to the same bits."""
 
     counts: _TermCounts
-    positions: np.ndarray
-    part: np.ndarray
     idf: float
-    threads: np.ndarray  # ascending thread ids
-    thread_tf: np.ndarray
-    bonus: np.ndarray  # thread weight × the thread's part, per thread in ``threads``
     thread_idf: float
+    # its threads (ascending) and their own-text counts, kept when few (KEPT_THREADS)
+    threads: np.ndarray | None = None
+    thread_tf: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,9 +230,9 @@ class _Columns:
 
 @dataclass(frozen=True, eq=False)
 class _Scored:
-    """Every number of one query, kept only where it is not 0 — nothing of size
-    terms × records: per term, its positions and threads; ``positions`` (ascending) are
-    where any term counts, ``estimates`` their scores, added term by term in term order."""
+    """One query's scores — nothing of size terms × records: ``positions`` (ascending) are
+    where any term counts, ``estimates`` their scores, added term by term in term order;
+    per term, only its counts (what the index already holds) and idfs."""
 
     terms: tuple[str, ...]
     field_names: tuple[str, ...]
@@ -223,6 +241,8 @@ class _Scored:
     positions: np.ndarray
     estimates: np.ndarray
     arrays: ContextArrays
+    view: AnalyzedIndex
+    context: RecordContext
 
     @property
     def idf(self) -> tuple[float, ...]:
@@ -234,6 +254,10 @@ class _Scored:
 
 
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
+
+#: A term's thread totals are kept for the shortlist while it has at most this many
+#: threads (a few KiB); beyond, the shortlist's are summed again from its counts.
+KEPT_THREADS = 4096
 
 #: Sums over keys (positions, threads) go through one slot per possible key once there are
 #: at least 1/SLOT_SUMS as many keys as slots; below that, keys are grouped by sorting.
@@ -259,6 +283,52 @@ def _sums(keys: list[np.ndarray], values: list[np.ndarray], size: int
     return distinct_keys, np.bincount(group, weights=weights, minlength=len(distinct_keys))
 
 
+class _Sums:
+    """Sums per key (a position, a thread) of arrays added one after another: each key's
+    sum starts from 0.0 and takes its values in the order added — what :func:`_sums` over
+    them all gives, bit for bit. While the keys are few they are kept, and grouped at the
+    end; once there are at least 1/:data:`SLOT_SUMS` as many as possible keys, they go
+    into one slot per key as they come, and no list of them is kept."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size  # keys are 0 … size − 1
+        self._keys: list[np.ndarray] = []
+        self._values: list[np.ndarray] = []
+        self._count = 0
+        self._slots: np.ndarray | None = None  # size + 1 sums (the last stays 0.0)
+        self._present: np.ndarray | None = None
+
+    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Add ``values`` at ``keys`` (distinct)."""
+        if self._slots is not None:
+            self._slots[keys] += values
+            self._present[keys] = True
+            return
+        self._keys.append(keys)
+        self._values.append(values)
+        self._count += len(keys)
+        if self._count and SLOT_SUMS * self._count >= self.size:
+            self._slots = np.zeros(self.size + 1)
+            self._present = np.zeros(self.size + 1, dtype=bool)
+            kept, self._keys, self._values = zip(self._keys, self._values, strict=True), [], []
+            for more_keys, more_values in kept:
+                self.add(more_keys, more_values)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct keys ascending, per key the sum of its values)."""
+        if self._slots is None:
+            return _sums(self._keys, self._values, self.size)
+        keys = np.flatnonzero(self._present)
+        return keys, self._slots[keys]
+
+    def at(self, values: np.ndarray) -> np.ndarray:
+        """The sum at each of ``values`` (at most ``size``; 0.0 where nothing was added)."""
+        if self._slots is not None:
+            return self._slots[values]
+        keys, sums = self.result()
+        return _at(keys, sums, values)
+
+
 def _groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values ascending, each element's group): without a sort when the values
     already ascend (threads stored one after the other)."""
@@ -279,14 +349,25 @@ def _at(ascending: np.ndarray, numbers: np.ndarray, values: np.ndarray) -> np.nd
     return out
 
 
-def _lookup(keys: np.ndarray, sums: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """``sums`` at each of ``values`` (0.0 where a value is not one of ``keys``); keys are
-    below ``size``, values at most ``size``. Through one slot per key, as :func:`_sums`."""
-    if SLOT_SUMS * len(keys) < size:
-        return _at(keys, sums, values)
+def _lookup(keys: np.ndarray, numbers: np.ndarray, values: np.ndarray, size: int
+            ) -> np.ndarray:
+    """``numbers[i]`` (as a float) for each of ``values`` that is ``keys[i]``, 0.0 for the
+    others; ``keys`` ascending and below ``size``, ``values`` at most ``size``. Many values
+    read one float per possible key; few, a binary search each."""
+    if not len(keys):
+        return np.zeros(len(values))
+    if SEARCH_RATIO * len(values) < size:
+        probe = values.astype(keys.dtype, copy=False)  # no copy of the keys
+        at = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
+        return np.where(keys[at] == probe, numbers[at], 0.0)
     slots = np.zeros(size + 1)
-    slots[keys] = sums
+    slots[keys] = numbers
     return slots[values]
+
+
+def _title_values(arrays: ContextArrays) -> int:
+    """How many title values there are: the sentinel's."""
+    return int(arrays.title[arrays.records])
 
 
 def _surface_lists(index: TermIndex) -> Callable[[str], tuple[np.ndarray, np.ndarray]]:
@@ -321,22 +402,22 @@ class _ByValue:
         self.values = values  # value id per position
         self.count = count  # value ids are 0 … count − 1
         self._sizes: np.ndarray | None = None
-        self._weights: np.ndarray | None = None
         self._order: np.ndarray | None = None
         self._starts: np.ndarray | None = None
 
     def sizes(self) -> np.ndarray:
-        """How many positions hold each value id."""
+        """How many positions hold each value id (int32: at most the record count)."""
         if self._sizes is None:
-            self._sizes = np.bincount(self.values, minlength=self.count)
+            self._sizes = np.bincount(self.values, minlength=self.count).astype(
+                self.values.dtype, copy=False)
         return self._sizes
 
-    def total(self, per_value: np.ndarray) -> float:
-        """Σ over positions of ``per_value`` at each one's value (exact for whole counts)."""
-        if self._weights is None:
-            self._weights = self.sizes().astype(np.float64)
+    def total(self, value_ids: np.ndarray, numbers: np.ndarray) -> float:
+        """Σ over positions of the number of each one's value, for values ``value_ids``
+        with ``numbers`` (the others: 0). Exact for whole counts, in any order."""
+        sizes = self.sizes()[value_ids].astype(np.float64)
         # einsum, not a BLAS dot: its threads cost more than this one pass
-        return float(np.einsum("i,i->", per_value[:self.count], self._weights))
+        return float(np.einsum("i,i->", numbers, sizes))
 
     def positions(self, value_ids: np.ndarray) -> np.ndarray:
         """The positions holding any of ``value_ids`` (grouped by value, not sorted)."""
@@ -499,36 +580,39 @@ class ContextualScorer(Scorer):
         their own text (whose ``previous``/``next`` field reads that text)."""
         arrays = context.arrays()
         snapshot = _snapshot(arrays)
-        rows = tuple(self._term_scores(view, context, arrays, snapshot, term)
-                     for term in terms)
-        # bincount adds in input order: term by term, each estimate from 0.0
-        positions, estimates = _sums([row.positions for row in rows],
-                                     [row.part for row in rows], arrays.records)
-        if self.thread:
-            threads, totals = _sums([row.threads for row in rows], [row.bonus for row in rows],
-                                    arrays.threads)
-            estimates = estimates + _lookup(threads, totals, arrays.thread[positions],
-                                            arrays.threads)
+        # term by term, each estimate from 0.0 (what bincount over them all would add)
+        estimates = _Sums(arrays.records)
+        bonuses = _Sums(arrays.threads) if self.thread else None
+        rows = tuple(self._term_scores(view, context, arrays, snapshot, term, estimates,
+                                       bonuses) for term in terms)
+        positions, totals = estimates.result()
+        del estimates
+        if bonuses is not None:
+            totals = totals + bonuses.at(arrays.thread[positions])
         names = ("own", "title", *(name for name in ("date", "previous", "next")
                                    if getattr(self, name)))
-        return _Scored(terms, names, rows, bool(self.thread), positions, estimates, arrays)
+        return _Scored(terms, names, rows, bool(self.thread), positions, totals, arrays,
+                       view, context)
 
     def _term_scores(self, view: AnalyzedIndex, context: RecordContext,
-                     arrays: ContextArrays, snapshot: _Snapshot, term: str) -> _TermScores:
-        """One term at its candidates: its counts, where its weighted frequency is > 0,
-        its part there, and its thread totals."""
+                     arrays: ContextArrays, snapshot: _Snapshot, term: str,
+                     estimates: _Sums, bonuses: _Sums | None) -> _TermScores:
+        """One term at its candidates: its counts, where its weighted frequency is > 0 and
+        its part there (added to ``estimates``), and its thread totals (to ``bonuses``)."""
         end = arrays.records  # the sentinel: no neighbour
         surfaces = view.surfaces(term)
         posted, counts = _term_lists(_surface_lists(view.index), surfaces, end)
-        in_title = context.titles.counts(surfaces)  # per title value
-        held = posted
-        title = in_title[arrays.title[held]]
-        if float(title.sum()) != snapshot.titles.total(in_title):
-            # a title the index did not count the term in (its own count is below 0)
-            held = union_sorted([held, snapshot.titles.positions(np.flatnonzero(in_title))])
-            title = in_title[arrays.title[held]]
-            counts = _at(posted, counts.astype(np.float64), held)
-        term_counts = _TermCounts(held, counts - title, title,
+        titles, in_title = context.titles.sparse_counts(surfaces)
+        held, title = posted, None
+        if len(titles):
+            values = _title_values(arrays)
+            title = _lookup(titles, in_title, arrays.title[held], values)
+            if float(title.sum()) != snapshot.titles.total(titles, in_title):
+                # a title the index did not count the term in (its own count is below 0)
+                held = union_sorted([held, snapshot.titles.positions(titles)])
+                title = _lookup(titles, in_title, arrays.title[held], values)
+                counts = _at(posted, counts.astype(np.float64), held)
+        term_counts = _TermCounts(held, counts, titles, in_title,
                                   context.dates.counts(surfaces) if self.date else None)
         more = []
         if term_counts.in_date is not None:
@@ -540,51 +624,81 @@ class ContextualScorer(Scorer):
                 reached = links[held]                    # reads its text as a neighbour's
                 more.append(reached[reached < end])
         at = union_sorted([held, *more]) if any(len(p) for p in more) else held
-        tf = self._tf(self._fields(term_counts, at, arrays, snapshot.linked))
+        fields = self._fields(term_counts, at, arrays, snapshot.linked, title)
+        own = fields["own"] if at is held else (counts if title is None else counts - title)
+        tf = self._tf(fields)
+        del fields, title
         matched = tf > 0
         if not matched.all():
             at, tf = at[matched], tf[matched]
         idf = bm25_idf(len(at), view.searched_records)
-        part = self._part(idf, tf, at, view, context, snapshot)
-        threads, thread_tf, bonus, thread_idf = _NO_POSITIONS, np.zeros(0), np.zeros(0), 0.0
-        if self.thread:
-            of, own = arrays.thread[held], term_counts.own
+        estimates.add(at, self._part(idf, tf, at, view, context, snapshot))
+        del at, tf, matched
+        thread_idf, kept = 0.0, (None, None)
+        if bonuses is not None:
+            of = arrays.thread[held]
             inside = of < arrays.threads  # profiles belong to no thread (and have no postings)
             if not inside.all():
                 of, own = of[inside], own[inside]
-            threads, group = _groups(of)
-            # position order within each thread: the order a sum over all records adds in
-            thread_tf = np.bincount(group, weights=own, minlength=len(threads)
-                                    ).astype(np.float64, copy=False)
+            if not len(of) or (of[1:] > of[:-1]).all():  # a thread per position: no sums
+                threads, thread_tf = of, own + 0.0  # what bincount's 0.0 + own would give
+            else:
+                threads, group = _groups(of)
+                # position order within each thread: the order a sum over all records adds in
+                thread_tf = np.bincount(group, weights=own, minlength=len(threads)
+                                        ).astype(np.float64, copy=False)
+            del own
             thread_idf = bm25_idf(int(np.count_nonzero(thread_tf > 0)), arrays.threads)
-            bonus = self.thread * (thread_idf * np.divide(
-                thread_tf * (self.k1 + 1), thread_tf + self.k1,
-                out=np.zeros_like(thread_tf), where=thread_tf > 0))
-        return _TermScores(term_counts, at, part, idf, threads, thread_tf, bonus, thread_idf)
+            bonuses.add(threads, self._bonus(thread_idf, thread_tf))
+            if len(threads) <= KEPT_THREADS:
+                kept = threads, thread_tf
+        return _TermScores(term_counts, idf, thread_idf, *kept)
+
+    def _bonus(self, thread_idf: float, thread_tf: np.ndarray) -> np.ndarray:
+        """thread × the thread's BM25 part (its own text as one document), per thread:
+        thread · (idf · tf·(k1 + 1) / (tf + k1)), the products taken in place (each is
+        the same float either way round)."""
+        out = np.zeros(len(thread_tf))
+        np.divide(thread_tf * (self.k1 + 1), thread_tf + self.k1, out=out,
+                  where=thread_tf > 0)
+        out *= thread_idf
+        out *= self.thread
+        return out
 
     def _fields(self, counts: _TermCounts, at: np.ndarray, arrays: ContextArrays,
-                linked: bool) -> dict[str, np.ndarray]:
-        """Raw counts per field at ``at`` (ascending positions), fields in weight order;
+                linked: bool, title: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Raw counts per field at ``at`` (positions in any order), fields in weight order;
         a field that is 0 everywhere (no neighbours, no date with the term) is left out:
-        adding its zeros would change no sum."""
+        adding its zeros would change no sum. ``title``: the title counts at ``held``,
+        when ``at`` is ``held`` and they are known (``None``: none has the term, or not
+        known)."""
+        values = _title_values(arrays)
         if at is counts.held:
-            fields = {"own": counts.own, "title": counts.title}
-        else:
-            found, i = lookup_postings(counts.held, at)
-            fields = {"own": np.zeros(len(at)), "title": np.zeros(len(at))}
-            fields["own"][found] = counts.own[i]
-            fields["title"][found] = counts.title[i]
+            if title is None:
+                title = counts.title_at(arrays.title[at], values)
+            fields = {"own": counts.counts - title, "title": title}
+        else:  # no position outside ``held`` has the term in its title
+            title = counts.title_at(arrays.title[at], values)
+            fields = {"own": _at(counts.held, counts.counts, at) - title, "title": title}
         if counts.in_date is not None and counts.in_date.any():
             fields["date"] = counts.in_date[arrays.date[at]]
         for name, links in (("previous", arrays.previous), ("next", arrays.next)):
             if linked and getattr(self, name):
-                fields[name] = _at(counts.held, counts.own, links[at])
+                fields[name] = counts.own_at(links[at], arrays)
         return fields
 
     def _tf(self, fields: dict[str, np.ndarray]) -> np.ndarray:
-        """The weighted frequency: Σ weight × count, the fields added in their order (none
-        of the partial sums is −0.0, so a field of zeros left out changes no bit)."""
-        return sum(getattr(self, name) * values for name, values in fields.items())
+        """The weighted frequency: 0.0 + Σ weight × count, the fields added in their order,
+        in place (none of the partial sums is −0.0, so a field of zeros left out changes no
+        bit)."""
+        total = None
+        for name, values in fields.items():
+            if total is None:
+                total = getattr(self, name) * values
+                total += 0.0
+            else:
+                total += getattr(self, name) * values
+        return total
 
     def _part(self, idf: float, tf: np.ndarray, at: np.ndarray, view: AnalyzedIndex,
               context: RecordContext, snapshot: _Snapshot) -> np.ndarray:
@@ -597,12 +711,16 @@ class ContextualScorer(Scorer):
             norm = 1.0 - self.b + self.b * ratio
         else:
             norm = 1.0
-        return idf * (tf * (self.k1 + 1) / (tf + self.k1 * norm))
+        out = tf * (self.k1 + 1)
+        out /= tf + self.k1 * norm
+        out *= idf  # idf × (…): the same product
+        return out
 
     def _columns(self, scored: _Scored, positions: np.ndarray) -> _Columns:
-        """The numbers at ``positions`` (a few: the shortlist), 0 where a term is absent."""
+        """The numbers at ``positions`` (a few: the shortlist), 0 where a term is absent:
+        computed again from each term's counts, as :meth:`_term_scores` computed them."""
         arrays = scored.arrays
-        linked = _snapshot(arrays).linked
+        snapshot = _snapshot(arrays)
         shape = (len(scored.terms), len(positions))
         fields = {name: np.zeros(shape) for name in scored.field_names}
         tf, part, matched = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
@@ -611,19 +729,38 @@ class ContextualScorer(Scorer):
             thread_tf, bonus = np.zeros(shape), np.zeros(shape)
             threads = arrays.thread[positions]
         for r, row in enumerate(scored.rows):
-            here = self._fields(row.counts, positions, arrays, linked)
+            here = self._fields(row.counts, positions, arrays, snapshot.linked)
             for name, values in here.items():
                 fields[name][r] = values
-            found, at = lookup_postings(row.positions, positions)
+            row_tf = self._tf(here)  # the same sum, so the same floats
+            found = row_tf > 0  # exactly the positions where the term counted
             matched[r] = found
-            tf[r, found] = self._tf(here)[found]  # the same sum, so the same floats
-            part[r, found] = row.part[at]
+            tf[r, found] = row_tf[found]
+            part[r, found] = self._part(row.idf, row_tf[found], positions[found],
+                                        scored.view, scored.context, snapshot)
             if scored.threaded:
-                found, at = lookup_postings(row.threads, threads)
-                thread_tf[r, found] = row.thread_tf[at]
-                bonus[r, found] = row.bonus[at]
+                if row.threads is None:
+                    thread_tf[r] = self._thread_tf(row.counts, threads, arrays)
+                else:
+                    found, at = lookup_postings(row.threads, threads)
+                    thread_tf[r, found] = row.thread_tf[at]
+                bonus[r] = self._bonus(row.thread_idf, thread_tf[r])
         return _Columns({p: c for c, p in enumerate(positions.tolist())}, fields, tf,
                         matched, part, thread_tf, bonus)
+
+    @staticmethod
+    def _thread_tf(counts: _TermCounts, threads: np.ndarray, arrays: ContextArrays
+                   ) -> np.ndarray:
+        """The term's own-text count summed over each of ``threads`` (a few, any order; a
+        sum of whole counts, so the same in any order)."""
+        wanted = distinct(threads)
+        hit, which = lookup_postings(wanted, arrays.thread[counts.held])
+        if not len(which):
+            return np.zeros(len(threads))
+        at = counts.held[hit]
+        own = counts.counts[hit] - counts.title_at(arrays.title[at], _title_values(arrays))
+        sums = np.bincount(which, weights=own, minlength=len(wanted))
+        return sums[np.searchsorted(wanted, threads)]
 
     @staticmethod
     def _exact_total(columns: _Columns, column: int) -> tuple[float, float]:

@@ -26,7 +26,8 @@ import numpy as np
 
 from labmem.core.text import term_frequencies
 from labmem.recall.analyzers import AnalyzedIndex, Analyzer
-from labmem.recall.index import TermIndex, record_terms
+from labmem.recall.index import TermIndex, distinct_groups, record_terms
+from labmem.recall.sidecar import packed_strings
 from labmem.recall.store import MemoryKind, StoredMemory
 
 __all__ = ["thread_of", "date_words", "RecordContext", "ContextArrays", "record_context",
@@ -54,8 +55,9 @@ class _ValueField:
 
     Positions hold a value id; an inverted list maps each surface term to the values that
     contain it, so a term's count at every position is two array look-ups. A field read
-    back from a sidecar (:meth:`from_columns`) keeps that list as packed arrays and turns
-    one term into a dict only when a query asks for it.
+    back from a sidecar (:meth:`from_columns`) leaves that list in the file: its terms stay
+    packed (:class:`~labmem.recall.sidecar.PackedStrings`, no ``dict``), and one term's
+    values are read from the file when a query asks for them.
     """
 
     def __init__(self) -> None:
@@ -63,7 +65,7 @@ class _ValueField:
         self._ids: dict[str, int] | None = {}
         self._count = 0
         self._overlay: dict[str, dict[int, int]] = {}  # surface term -> {value id: count}
-        self._base = None  # (sidecar, prefix, {term: slot}) of a field read back
+        self._base = None  # (sidecar, prefix, packed terms) of a field read back
 
     def __len__(self) -> int:
         return self._count
@@ -98,14 +100,14 @@ class _ValueField:
     def _base_slice(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         if self._base is None:
             return None
-        sidecar, prefix, slots = self._base
-        slot = slots.get(term)
+        sidecar, prefix, terms = self._base
+        slot = terms.find(term)
         if slot is None:
             return None
         offsets = sidecar.arrays[prefix + "offsets"]
         lo, hi = int(offsets[slot]), int(offsets[slot + 1])
-        return (sidecar.arrays[prefix + "value_ids"][lo:hi],
-                sidecar.arrays[prefix + "counts"][lo:hi])
+        return (sidecar.slice(prefix + "value_ids", lo, hi),
+                sidecar.slice(prefix + "counts", lo, hi))
 
     def term_counts(self, term: str) -> dict[int, int]:
         """{value id: count} of the values that contain ``term`` (``{}`` when none does)."""
@@ -120,19 +122,42 @@ class _ValueField:
 
     def terms(self) -> list[str]:
         """Every surface term of any value (the base's first, in stored order)."""
-        base = [] if self._base is None else list(self._base[2])
-        return base + [t for t in self._overlay if self._base is None or t not in self._base[2]]
+        if self._base is None:
+            return list(self._overlay)
+        base = self._base[2]
+        return list(base) + [t for t in self._overlay if base.find(t) is None]
 
     def counts(self, surfaces: tuple[str, ...]) -> np.ndarray:
         """Per value id (plus a trailing 0 for "no value"): how often ``surfaces`` occur."""
         out = np.zeros(self._count + 1)
+        ids, counts = self.sparse_counts(surfaces)
+        out[ids] = counts
+        return out
+
+    def sparse_counts(self, surfaces: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(value ids ascending, how often ``surfaces`` occur in each): :meth:`counts`
+        where it is not 0, without an array over every value (a title per record makes
+        that one float per record, for every term of every query)."""
+        ids: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
         for surface in surfaces:
             base = self._base_slice(surface)
-            if base is not None:
-                out[base[0]] += base[1]
-            for value_id, count in self._overlay.get(surface, {}).items():
-                out[value_id] += count
-        return out
+            if base is not None and len(base[0]):
+                ids.append(base[0].astype(np.int64))
+                counts.append(base[1].astype(np.float64))
+            extra = self._overlay.get(surface)
+            if extra:
+                ids.append(np.fromiter(extra, dtype=np.int64, count=len(extra)))
+                counts.append(np.fromiter(extra.values(), dtype=np.float64, count=len(extra)))
+        if not ids:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        if len(ids) == 1 and (len(ids[0]) < 2 or (ids[0][1:] > ids[0][:-1]).all()):
+            return ids[0], counts[0]
+        every = np.concatenate(ids)
+        distinct, _, group = distinct_groups(every)
+        # whole counts: their sum is exact in any order
+        return distinct, np.bincount(group, weights=np.concatenate(counts),
+                                     minlength=len(distinct))
 
     def columns(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
         """Packed arrays and string lists that :meth:`from_columns` reads back."""
@@ -156,8 +181,7 @@ class _ValueField:
     @classmethod
     def from_columns(cls, sidecar, prefix: str, count: int) -> _ValueField:
         field_ = cls()
-        terms = sidecar.strings(prefix + "terms")
-        field_._base = (sidecar, prefix, {term: slot for slot, term in enumerate(terms)})
+        field_._base = (sidecar, prefix, packed_strings(sidecar, prefix + "terms"))
         field_._values = field_._ids = None
         field_._count = count
         return field_
@@ -168,7 +192,8 @@ class ContextArrays:
     """One snapshot of the context as numpy arrays, each with a trailing sentinel slot.
 
     ``records`` positions are 0 … records − 1; index ``records`` is the sentinel: a
-    missing neighbour points there, and every per-position array is 0 there.
+    missing neighbour points there, and every per-position array is 0 there. The link and
+    value columns are int32 while the record count fits (see ``_linked``).
     """
 
     records: int
@@ -188,6 +213,11 @@ class RecordContext:
     One per index (see :func:`record_context`); analyzer-independent. The analyzed views
     of the index (:class:`~labmem.recall.analyzers.AnalyzedIndex`) that a scorer asks for
     are kept here too, so each analyzer groups the vocabulary once.
+
+    A context read back from a sidecar (:meth:`from_columns`) leaves its columns there: a
+    query's snapshot (:meth:`arrays`) is made from the file, one array per column, and the
+    columns a record is appended to — with the thread names and each thread's last
+    record — are read only when one is.
     """
 
     def __init__(self) -> None:
@@ -200,18 +230,32 @@ class RecordContext:
         self._date = array("q")
         self._captured = array("d")
         self._lengths = array("q")  # filled on demand (only length normalization needs it)
-        self.thread_names: list[str] = []
-        self._thread_ids: dict[str, int] = {}
-        self._thread_last: list[int] = []
+        self._thread_names: list[str] = []
+        self._thread_ids: dict[str, int] | None = {}
+        self._thread_last = array("q")  # each thread's last position
         self.titles = _ValueField()
         self.dates = _ValueField()
         self._analyzed: dict[Analyzer, AnalyzedIndex] = {}
         self._arrays: ContextArrays | None = None
         self._source: list[StoredMemory] = []  # records by position (for lengths on demand)
         self.fed_by_index = False  # True: the index adds every record (with its length)
+        self._sidecar = None  # the sidecar whose columns are not read into memory yet
 
     def __repr__(self) -> str:
-        return f"RecordContext(records={self.records}, threads={len(self.thread_names)})"
+        return f"RecordContext(records={self.records}, threads={self.threads})"
+
+    @property
+    def thread_names(self) -> list[str]:
+        """Each thread's name, by thread id."""
+        self._read_columns()
+        return self._thread_names
+
+    @property
+    def threads(self) -> int:
+        """How many threads the conversation records form."""
+        if self._sidecar is None:
+            return len(self._thread_names)
+        return self.arrays().threads
 
     def analyzed(self, index: TermIndex, analyzer: Analyzer) -> AnalyzedIndex:
         """The index seen through ``analyzer`` (created once, with the date words grouped)."""
@@ -235,6 +279,7 @@ class RecordContext:
     def add(self, position: int, record: StoredMemory, length: int | None = None) -> None:
         """Add the record at ``position`` (the next one); ``length``: its length in surface
         terms when the caller knows it (else it is counted when first needed)."""
+        self._read_columns()
         date_terms = self._add(position, record, length)
         self.records = position + 1
         self._arrays = None
@@ -255,11 +300,11 @@ class RecordContext:
             return ()
         name = thread_of(record.source.source_id)
         if self._thread_ids is None:
-            self._thread_ids = {name: i for i, name in enumerate(self.thread_names)}
+            self._thread_ids = {name: i for i, name in enumerate(self._thread_names)}
         thread = self._thread_ids.get(name)
         if thread is None:
-            thread = self._thread_ids[name] = len(self.thread_names)
-            self.thread_names.append(name)
+            thread = self._thread_ids[name] = len(self._thread_names)
+            self._thread_names.append(name)
             self._thread_last.append(NO_LINK)
         previous = self._thread_last[thread]
         if previous != NO_LINK:
@@ -278,14 +323,15 @@ class RecordContext:
     def arrays(self) -> ContextArrays:
         """The current snapshot as numpy arrays (rebuilt only after new records)."""
         if self._arrays is None:
+            if self._sidecar is not None:
+                self._arrays = self._arrays_from(self._sidecar)
+                return self._arrays
             n = self.records
 
             def linked(column: array, missing: int) -> np.ndarray:
-                values = np.array(column, dtype=np.int64)
-                values[values == NO_LINK] = missing
-                return np.append(values, missing)
+                return _linked(np.frombuffer(column, dtype=np.int64), missing)
 
-            threads = len(self.thread_names)
+            threads = len(self._thread_names)
             self._arrays = ContextArrays(
                 records=n,
                 conversation=np.append(np.array(self._conversation, dtype=bool), False),
@@ -299,8 +345,33 @@ class RecordContext:
             )
         return self._arrays
 
+    def _arrays_from(self, sidecar) -> ContextArrays:
+        """The snapshot made from the sidecar's columns: each read once, into its array."""
+        n = self.records
+
+        def column(name: str) -> np.ndarray:
+            return sidecar.slice("context" + name, 0, n)
+
+        thread = column("_thread")
+        # thread ids are given in order of first use, so the largest one tells how many
+        threads = int(thread.max()) + 1 if n else 0
+        return ContextArrays(
+            records=n,
+            conversation=np.append(column("_conversation").astype(bool), False),
+            thread=_linked(thread, threads),
+            previous=_linked(column("_previous"), n),
+            next=_linked(column("_next"), n),
+            title=_linked(column("_title"), len(self.titles)),
+            date=_linked(column("_date"), len(self.dates)),
+            captured_at=np.append(column("_captured"), 0.0),
+            threads=threads,
+        )
+
     def lengths(self) -> np.ndarray:
         """Each position's length in surface terms (what BM25's ``b`` normalizes by)."""
+        if self._sidecar is not None:
+            return np.append(self._sidecar.slice("context_lengths", 0, self.records)
+                             .astype(np.float64), 0.0)
         for record in self._source[len(self._lengths):]:
             conversation = record.kind is MemoryKind.CONVERSATION
             self._lengths.append(sum(record_terms(record).values()) if conversation else 0)
@@ -313,11 +384,12 @@ class RecordContext:
 
     def columns(self) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
         """Everything this context holds, as arrays and string lists (positions in order)."""
+        self._read_columns()
         self.lengths()
         arrays = {"context" + name: np.frombuffer(getattr(self, name),
                                                   dtype=getattr(self, name).typecode)
                   for name in self._COLUMNS}
-        strings = {"context_threads": list(self.thread_names)}
+        strings = {"context_threads": list(self._thread_names)}
         for name, value_field in (("titles", self.titles), ("dates", self.dates)):
             more_arrays, more_strings = value_field.columns(f"context_{name}_")
             arrays.update(more_arrays)
@@ -327,22 +399,44 @@ class RecordContext:
     @classmethod
     def from_columns(cls, sidecar, records: int, *, titles: int, dates: int) -> RecordContext:
         """The context :meth:`columns` wrote, for ``records`` positions (fed by the index
-        from then on)."""
+        from then on). Nothing is read yet: see the class docstring."""
         context = cls()
-        for name in cls._COLUMNS:
-            getattr(context, name).frombytes(sidecar.arrays["context" + name].tobytes())
         context.records = records
-        context.thread_names = sidecar.strings("context_threads")
-        context._thread_ids = None  # built when a record is appended (only add() needs it)
-        threads = np.frombuffer(context._thread, dtype=np.int64)
-        last = np.full(len(context.thread_names), NO_LINK, dtype=np.int64)
-        held = np.flatnonzero(threads != NO_LINK)
-        np.maximum.at(last, threads[held], held)  # each thread's last position
-        context._thread_last = last.tolist()
+        context._sidecar = sidecar
         context.titles = _ValueField.from_columns(sidecar, "context_titles_", titles)
         context.dates = _ValueField.from_columns(sidecar, "context_dates_", dates)
         context.fed_by_index = True
         return context
+
+    def _read_columns(self) -> None:
+        """Read the sidecar's columns into the ones records are appended to (once)."""
+        sidecar, self._sidecar = self._sidecar, None
+        if sidecar is None:
+            return
+        for name in self._COLUMNS:
+            getattr(self, name).frombytes(
+                memoryview(sidecar.slice("context" + name, 0, self.records)).cast("B"))
+        self._thread_names = sidecar.strings("context_threads")
+        self._thread_ids = None  # built when a record is appended (only add() needs it)
+        threads = np.frombuffer(self._thread, dtype=np.int64)
+        last = np.full(len(self._thread_names), NO_LINK, dtype=np.int64)
+        held = np.flatnonzero(threads != NO_LINK)
+        np.maximum.at(last, threads[held], held)  # each thread's last position
+        self._thread_last = array("q", last.tobytes())
+        self._arrays = None
+
+
+def _linked(column: np.ndarray, missing: int) -> np.ndarray:
+    """A link column (``NO_LINK`` where there is none) with ``missing`` in place of
+    ``NO_LINK`` and appended as the sentinel: one new array, nothing else copied. Its
+    values are positions or ids, at most the record count: int32 while that fits (half the
+    memory, and half of every array a query gathers from it)."""
+    dtype = np.int32 if len(column) < np.iinfo(np.int32).max else np.int64
+    out = np.empty(len(column) + 1, dtype=dtype)
+    out[:-1] = column
+    out[-1] = missing
+    out[out == NO_LINK] = missing
+    return out
 
 
 _ATTRIBUTE = "_labmem_record_context"

@@ -166,7 +166,7 @@ class InMemoryTermIndex:
         self._cached_bytes = 0  # of the sidecar postings in _cached (slot -> arrays)
         self._held: tuple[StoredMemory, ...] = ()  # every record, after a full read
         self._tail_ids: list[str] = []
-        self._base_ids: list[str] | None = None  # the sidecar's, decoded on first need
+        self._base_ids = None  # the sidecar's, packed (PackedStrings), read on first need
         self._ids: set[str] | None = None
         self._batch_ids: set[str] = set()
         self._log = None
@@ -252,12 +252,14 @@ class InMemoryTermIndex:
                              corruption_error=RemoteMemoryCorruptionError,
                              lock_factory=lambda path: nullcontext(), start=(offset, lines))
 
-    def analyzed_groups(self, analyzer, group) -> tuple[int, dict[str, list[str]]] | None:
-        """The sidecar's vocabulary grouped by ``analyzer`` (``group(terms)`` computes it),
-        and how many terms that covers. Kept beside the sidecar
+    def analyzed_groups(self, analyzer, group):
+        """The sidecar's vocabulary grouped by ``analyzer`` (``group(terms)`` computes the
+        groups as a dict), packed (:class:`~labmem.recall.analyzers.PackedGroups`), and how
+        many terms that covers. Kept beside the sidecar
         (:func:`~labmem.recall.sidecar.write_companion`), so a new process need not analyze
-        them again. ``None`` without a sidecar, or for an analyzer without a
-        :attr:`~labmem.recall.analyzers.Analyzer.cache_key`."""
+        them again, nor decode them: it reads arrays. ``None`` without a sidecar, or for an
+        analyzer without a :attr:`~labmem.recall.analyzers.Analyzer.cache_key`."""
+        from labmem.recall.analyzers import PackedGroups
         from labmem.recall.sidecar import load_companion, write_companion
 
         key = getattr(analyzer, "cache_key", None)
@@ -265,24 +267,31 @@ class InMemoryTermIndex:
             return None
         count = len(self._base_terms)
         kept = load_companion(self._base, self.store.path, key)
-        if isinstance(kept, dict) and kept.get("terms") == count and _groups_shape(kept):
-            return count, kept["groups"]
-        groups = group(self._base_terms)
-        write_companion(self._base, self.store.path, key, {"terms": count, "groups": groups})
-        return count, groups
+        if kept is not None and kept[0].get("terms") == count:
+            packed = PackedGroups.from_arrays(kept[1])
+            if packed is not None:
+                return count, packed
+        packed = PackedGroups.of(group(self._base_terms))
+        write_companion(self._base, self.store.path, key, {"terms": count}, packed.arrays())
+        return count, packed
 
     def memory_id(self, position: int) -> str:
-        """The memory id of the record at ``position``, without decoding the record."""
+        """The memory id of the record at ``position``, without decoding the record (nor
+        every id: the sidecar's stay packed, :class:`~labmem.recall.sidecar.PackedStrings`)."""
         if position >= self._base_records:
             return self._tail_ids[position - self._base_records]
         if self._base_ids is None:
-            self._base_ids = self._base.strings("memory_ids")
+            from labmem.recall.sidecar import packed_strings
+
+            self._base_ids = packed_strings(self._base, "memory_ids")
         return self._base_ids[position]
 
     def _known_ids(self) -> set[str]:
         if self._ids is None:
             if self._base_ids is None:
-                self._base_ids = self._base.strings("memory_ids")
+                from labmem.recall.sidecar import packed_strings
+
+                self._base_ids = packed_strings(self._base, "memory_ids")
             self._ids = set(self._base_ids) | set(self._tail_ids)
         return self._ids
 
@@ -596,13 +605,6 @@ def open_term_index(store) -> TermIndex:
     """The index that fits ``store``: its own (``store.term_index()``) or an in-memory one."""
     own = getattr(store, "term_index", None)
     return own() if callable(own) else InMemoryTermIndex(store)
-
-
-def _groups_shape(kept: dict) -> bool:
-    """Is ``kept["groups"]`` analyzed term -> list of surface terms, all strings?"""
-    groups = kept.get("groups")
-    return (isinstance(groups, dict) and {type(v) for v in groups.values()} <= {list}
-            and {type(s) for surfaces in groups.values() for s in surfaces} <= {str})
 
 
 def merge_postings(postings: Iterable[Postings]) -> np.ndarray:

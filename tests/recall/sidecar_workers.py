@@ -24,6 +24,31 @@ def drafts(start: int, count: int, tag: str = "m") -> list[dict]:
     return out
 
 
+PROFILE = {"kind": "profile", "content": "likes dogs", "summary": "",
+           "source": {"source_id": "p1", "source_type": "profile_snapshot", "title": "p",
+                      "captured_at": "2026-07-01T00:00:00Z"}}
+
+
+def write_records(path, first: int, then: int):
+    """``first`` drafts, a profile, then ``then`` more drafts: the files the tests share."""
+    store = open_store(path)
+    store.append_many(drafts(0, first))
+    store.append_many([PROFILE])
+    store.append_many(drafts(first, then))
+    return path
+
+
+def engine(path, scorer="bm25", *, sidecar=True):
+    """A recall engine over ``path`` whose index writes its sidecar at any size."""
+    from labmem.recall.index import InMemoryTermIndex
+    from labmem.recall.pipeline import RecallEngine
+
+    store = open_store(path)
+    e = RecallEngine(store, scorer=scorer)
+    e.index = InMemoryTermIndex(store, sidecar=sidecar, sidecar_min_records=0)
+    return e
+
+
 def open_store(path):
     from labmem.core.clock import FixedClock
     from labmem.recall.store import RemoteMemoryStore

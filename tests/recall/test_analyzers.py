@@ -249,3 +249,92 @@ def test_analyzed_postings_match_a_brute_force_scan(tmp_path_factory, backend, c
         view.refresh()
         assert_agrees(view, store, view.analyzer)
         assert np.all(np.diff(view.postings("run").positions) > 0)
+
+
+# -- the groups kept beside a JSONL sidecar ------------------------------------------------
+
+def sidecar_view(store):
+    from labmem.recall.index import InMemoryTermIndex
+
+    view = AnalyzedIndex(InMemoryTermIndex(store, sidecar_min_records=1), ENGLISH)
+    view.refresh()
+    return view
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(contents=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
+                         min_size=1, max_size=10),
+       more=st.lists(st.lists(st.sampled_from([*WORDS, "runner", "新词"]), min_size=1,
+                              max_size=6), max_size=4))
+def test_groups_read_back_beside_the_sidecar_are_the_groups(tmp_path_factory, contents, more):
+    """A view over a loaded sidecar takes the base vocabulary's groups from the companion
+    (packed, never decoded as a whole) and groups what was appended since on top: the
+    same surfaces and postings as grouping everything afresh."""
+    from labmem.recall.sidecar import load_companion
+
+    store = make_store(tmp_path_factory.mktemp("kept"))
+    for n, words in enumerate(contents):
+        add(store, f"m{n}", " ".join(words))
+
+    def check(view):
+        assert view._kept is not None
+        fresh = AnalyzedIndex(open_term_index(store), ENGLISH)
+        fresh.refresh()
+        for term in {*fresh._groups, "absent-term"}:
+            assert view.surfaces(term) == fresh.surfaces(term), term
+        assert_agrees(view, store, ENGLISH)
+
+    sidecar_view(store)  # writes the sidecar
+    for _ in range(2):  # the first groups its vocabulary and keeps that; the next reads it
+        check(sidecar_view(store))
+    for n, words in enumerate(more, start=len(contents)):
+        add(store, f"m{n}", " ".join(words))
+    for _ in range(3):  # appended: grouped on top, then a new sidecar and its groups
+        view = sidecar_view(store)
+        check(view)
+    assert load_companion(view.index._base, store.path, ENGLISH.cache_key) is not None
+
+
+def test_packed_groups_are_the_groups():
+    from labmem.recall.analyzers import PackedGroups
+
+    groups = {"run": ["running", "run", "runs"], "记忆": ["记忆"], "dog": ["dogs", "dog"]}
+    for packed in (PackedGroups.of(groups),
+                   PackedGroups.from_arrays(PackedGroups.of(groups).arrays())):
+        assert {t: packed.group(t) for t in groups} == {t: tuple(sorted(s))
+                                                         for t, s in groups.items()}
+        assert packed.group("absent") == () and len(packed) == 3
+    arrays = PackedGroups.of(groups).arrays()
+    assert PackedGroups.from_arrays({**arrays, "group_ends": arrays["group_ends"] + 1}) is None
+    ends = arrays["group_ends"]
+    assert PackedGroups.from_arrays({**arrays, "group_ends": ends[[0, 2]]}) is None  # 2 of 3
+    assert PackedGroups.from_arrays({**arrays, "group_ends": arrays["group_ends"][::-1]}) is None
+    assert PackedGroups.from_arrays({k: v for k, v in arrays.items() if k != "terms_utf8"}) is None
+
+
+def test_a_companion_of_another_version_is_never_trusted(tmp_path):
+    """A companion with the right sidecar and checksum but another format version (here:
+    groups that are all wrong) is not read: the groups are made again, and kept."""
+    import json
+
+    from labmem.recall.analyzers import PackedGroups
+    from labmem.recall.sidecar import COMPANION_VERSION, load_companion, write_companion
+
+    store = make_store(tmp_path)
+    for n, text in enumerate(["We adopted a dog", "dogs and running", "the runner ran"]):
+        add(store, f"m{n}", text)
+    expected = {t: sidecar_view(store).surfaces(t) for t in ("dog", "run", "adopt")}
+    index = sidecar_view(store).index
+    key = ENGLISH.cache_key
+    count = len(index.vocabulary())
+    wrong = PackedGroups.of({"dog": ["adopted"], "run": ["we"], "adopt": ["the"]})
+    write_companion(index._base, store.path, key, {"terms": count}, wrong.arrays())
+    assert sidecar_view(store).surfaces("dog") == ("adopted",)  # what a kept one does
+    path = tmp_path / f"records.jsonl.recall-index.{key}"
+    head, _, body = path.read_bytes().partition(b"\n")
+    meta = json.loads(head)
+    meta["version"] = COMPANION_VERSION - 1
+    path.write_bytes(json.dumps(meta).encode() + b"\n" + body)
+    assert {t: sidecar_view(store).surfaces(t) for t in expected} == expected
+    assert load_companion(index._base, store.path, key)[0]["version"] == COMPANION_VERSION

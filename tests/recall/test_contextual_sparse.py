@@ -204,14 +204,18 @@ def assert_same(engines, texts):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=records, weights=scorers, texts=queries, split=st.integers(0, 16),
-       backend=st.sampled_from(["jsonl", "sqlite"]), slots=st.sampled_from([0, 4, 10**9]))
+       backend=st.sampled_from(["jsonl", "sqlite"]), slots=st.sampled_from([0, 4, 10**9]),
+       kept=st.sampled_from([0, 4096]))
 def test_the_sparse_scorer_is_the_dense_one_bit_for_bit(specs, weights, texts, split, backend,
-                                                        slots, tmp_path_factory):
-    saved, contextual.SLOT_SUMS = contextual.SLOT_SUMS, slots  # 0: sums always by sorting
+                                                        slots, kept, tmp_path_factory):
+    saved = contextual.SLOT_SUMS, contextual.KEPT_THREADS
+    # SLOT_SUMS 0: sums always by sorting; KEPT_THREADS 0: the shortlist's thread totals
+    # always summed again from the counts
+    contextual.SLOT_SUMS, contextual.KEPT_THREADS = slots, kept
     try:
         check_store(tmp_path_factory.mktemp("sparse"), backend, specs, weights, texts, split)
     finally:
-        contextual.SLOT_SUMS = saved
+        contextual.SLOT_SUMS, contextual.KEPT_THREADS = saved
 
 
 def check_store(directory, backend, specs, weights, texts, split):
@@ -238,15 +242,20 @@ def test_a_term_counted_in_a_title_but_not_in_the_index_is_still_a_candidate(
             ("chat:a", "notes", "the ghost walked"), ("chat:a", "Caroline", "a kayak"),
             ("chat:b", "Caroline", "the harbour"), ("chat:b", "notes", "ghost again")]):
         append(store, n, ([text], [], thread, title, n, False))
-    counts = _ValueField.counts
+    sparse_counts = _ValueField.sparse_counts
 
     def with_ghost_in_caroline(self, surfaces):
-        out = counts(self, surfaces)
+        ids, counts = sparse_counts(self, surfaces)
         if "ghost" in surfaces and "Caroline" in self.ids:
-            out[self.ids["Caroline"]] += 1  # "Caroline" now "has" ghost, the index not
-        return out
+            caroline = self.ids["Caroline"]  # "Caroline" now "has" ghost, the index not
+            dense = dict(zip(ids.tolist(), counts.tolist(), strict=True))
+            dense[caroline] = dense.get(caroline, 0.0) + 1
+            ids = np.array(sorted(dense), dtype=np.int64)
+            counts = np.array([dense[i] for i in ids.tolist()])
+        return ids, counts
 
-    monkeypatch.setattr(_ValueField, "counts", with_ghost_in_caroline)
+    # the dense reference reads ``counts``, which is made from ``sparse_counts``
+    monkeypatch.setattr(_ValueField, "sparse_counts", with_ghost_in_caroline)
     weights = {"analyzer": "plain"}
     engines = [RecallEngine(store, scorer=ContextualScorer(**weights)),
                RecallEngine(store, scorer=DenseReference(**weights))]

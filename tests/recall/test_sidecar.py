@@ -9,34 +9,22 @@ import time
 
 import pytest
 
-from labmem.recall.index import InMemoryTermIndex
-from labmem.recall.pipeline import RecallEngine
 from labmem.recall.sidecar import sidecar_path
 from labmem.recall.store import RemoteMemoryCorruptionError, RemoteMemoryStore
 from tests.procs import _SPAWN, running
 from tests.recall.sidecar_workers import (
     NOW,
     drafts,
+    engine,
     open_store,
     play_role,
     rewrite_sidecar_forever,
+    write_records,
 )
 
 SCORERS = ["teaching", "bm25", "hybrid", "contextual"]
 QUERIES = ["dog shelter may", "记忆 sidecar", "Ana crash thread", "adopted 1 july 2026",
            "absent words only"]
-PROFILE = {"kind": "profile", "content": "likes dogs", "summary": "",
-           "source": {"source_id": "p1", "source_type": "profile_snapshot", "title": "p",
-                      "captured_at": "2026-07-01T00:00:00Z"}}
-
-
-def engine(path, scorer="bm25", *, sidecar=True):
-    store = open_store(path)
-    e = RecallEngine(store, scorer=scorer)
-    e.index = InMemoryTermIndex(store, sidecar=sidecar, sidecar_min_records=0)
-    return e
-
-
 def answers(path, *, sidecar=True):
     """Every scorer's JSON answer to every query, from a new engine (a cold open)."""
     out = {}
@@ -54,12 +42,7 @@ def status(path):
 
 @pytest.fixture
 def records(tmp_path):
-    path = tmp_path / "records.jsonl"
-    store = open_store(path)
-    store.append_many(drafts(0, 120))
-    store.append_many([PROFILE])
-    store.append_many(drafts(120, 40))
-    return path
+    return write_records(tmp_path / "records.jsonl", 120, 40)
 
 
 def test_results_are_byte_identical_with_and_without_the_sidecar(records):
