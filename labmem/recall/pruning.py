@@ -160,15 +160,6 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
     order = sorted(present, key=lambda t: (-bounds[t], len(lists[t][0]), t))
     found = np.zeros(0, dtype=np.int64)
 
-    nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-
-    def scored(candidates, covered=frozenset(), only=None):
-        """score_candidates; ``only``: as if the other terms were in no record."""
-        used = lists if only is None else {t: lists[t] if t in only else nothing
-                                           for t in query_terms}
-        return score_candidates(scorer, query_terms, used, candidates, lengths, captured,
-                                as_of_seconds=as_of_seconds, stats=stats, covered=covered)
-
     for taken, term in enumerate(order[:-1], start=1):
         found = union_sorted((found, lists[term][0]))
         rest = order[taken:]
@@ -177,34 +168,17 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
         rest_postings = sum(len(lists[t][0]) for t in rest)
         if len(found) < limit or rest_postings < max(min_skipped, 2 * len(found)):
             continue
+        estimates = score_candidates(scorer, query_terms, lists, found, lengths, captured,
+                                     as_of_seconds=as_of_seconds, stats=stats,
+                                     covered=frozenset(order[:taken]))
+        theta = np.partition(estimates, len(estimates) - limit)[len(estimates) - limit]
         ceiling = scorer.total_bound(sum(bounds[t] for t in rest), len(rest), query_terms,
                                      stats)
-        ceiling += BOUND_SLACK * (1.0 + abs(ceiling))
-        covered = frozenset(order[:taken])
-        if len(found) > SAMPLE * limit and not _sample_clears(
-                scored, found, covered, limit, ceiling, tolerance):
-            continue  # the try would most likely fail: take another term first
-        estimates = scored(found, covered)
-        theta = np.partition(estimates, len(estimates) - limit)[len(estimates) - limit]
-        if ceiling < theta - tolerance:
+        if ceiling + BOUND_SLACK * (1.0 + abs(ceiling)) < theta - tolerance:
             bits_of = bits or (lambda t: term_bits(lists[t][0]))
             return PrunedEstimate(found, estimates, _union_size(found, rest, bits_of),
                                   tuple(rest))
     return None
-
-
-#: Before scoring every record found, score the SAMPLE × limit best by the terms taken so
-#: far: the limit-th best of those exact scores is at most the limit-th best of all, so if
-#: it already clears the ceiling the try cannot fail; if not, the try would most likely
-#: fail, and another term is taken first (it never changes the result, only the work).
-SAMPLE = 4
-
-
-def _sample_clears(scored, found, covered, limit, ceiling, tolerance) -> bool:
-    partial = scored(found, covered, covered)  # the terms taken alone: cheap
-    best = np.argpartition(partial, len(partial) - SAMPLE * limit)[-SAMPLE * limit:]
-    exact = scored(np.sort(found[best]))
-    return bool(ceiling < np.partition(exact, len(exact) - limit)[len(exact) - limit] - tolerance)
 
 
 def _union_size(found: np.ndarray, rest: list[str],

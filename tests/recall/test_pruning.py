@@ -108,41 +108,6 @@ def test_a_common_term_is_skipped_when_it_cannot_reach_the_top(tmp_path, backend
     assert engine.last_skipped_terms == ()
 
 
-def test_a_try_that_would_fail_is_not_made(tmp_path, monkeypatch):
-    """"rare" has the highest bound, but only two of its 30 records score high: its
-    third best cannot rule out "mid" and "common". A sample of its records, scored
-    exactly, shows that without scoring all 30 against the longer postings. Taking "mid"
-    as well, the try is made once, succeeds, and skips "common"."""
-    from labmem.recall import pruning
-
-    store = make_store(tmp_path, "jsonl")
-    def words(n):
-        if n in (3, 13):  # two short records say "rare" three times: its bound is high
-            return ["common", "rare", "rare", "rare"]
-        if n % 10 == 3:  # its other records are long: its weight there is small
-            return ["common", "rare", *["filler"] * 12]
-        return ["common", "mid"] if n % 5 == 0 else ["common"]
-
-    fill(store, [(words(n), n % 30, False) for n in range(300)])
-    tries = []
-    real = pruning.score_candidates
-
-    def counted(*args, **kwargs):
-        if args[0] and len(args[3]) > pruning.SAMPLE * 3 and all(len(args[2][t][0])
-                                                                 for t in args[1]):
-            tries.append(len(args[3]))  # every term looked up: a full try, not a sample
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pruning, "score_candidates", counted)
-    engine = RecallEngine(store, scorer="bm25")
-    engine.prune_min_skipped = 0
-    result = engine.recall("common mid rare", limit=3, as_of=NOW)
-    assert engine.last_skipped_terms == ("common",)
-    assert tries == [90]  # rare ∪ mid, once (without the sample: [30, 90])
-    engine.prune = False
-    assert engine.recall("common mid rare", limit=3, as_of=NOW) == result
-
-
 def test_the_teaching_scorer_skips_only_what_coverage_cannot_overtake(tmp_path):
     """Coverage counts every term alike: a record with "common" alone scores at most
     0.85/2 + 0.15 < 0.85, so it cannot beat the 3 records with both terms — but a 4th
