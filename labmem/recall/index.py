@@ -120,6 +120,11 @@ POSTINGS_CACHE_BYTES = 16 << 20
 #: Records decoded from their lines (hits) kept for the next query.
 DECODED_CACHE = 4096
 
+#: A term in at least 1/BITS_SHARE of the records has its records kept in the sidecar as
+#: bits too (one bit per record: no more bytes than its positions): pruning counts the
+#: records of skipped terms by ORing them (labmem.recall.pruning).
+BITS_SHARE = 32
+
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
@@ -178,6 +183,7 @@ class InMemoryTermIndex:
         self._joined_size = 0
         self._columns: tuple[np.ndarray, np.ndarray] | None = None
         self._reader: int | None = None  # descriptor hits are read through (_records_fd)
+        self._bits_rows: dict[int, int] | None = None  # slot -> its row of sidecar bits
 
     def __repr__(self) -> str:
         terms = len(self._base_slots) + len(self._vocabulary)
@@ -369,6 +375,14 @@ class InMemoryTermIndex:
         # a term has at least one posting, so no segment of reduceat is empty
         lengths = np.array(self._lengths, dtype=np.uint32)
         starts = offsets[:-1]
+        sizes = np.diff(offsets)
+        with_bits = np.flatnonzero(sizes * BITS_SHARE >= max(self._indexed, 1))
+        row = (self._indexed + 7) // 8
+        bits = np.zeros(len(with_bits) * row, dtype=np.uint8)
+        for at, slot in enumerate(with_bits.tolist()):
+            marks = np.zeros(row * 8, dtype=bool)
+            marks[all_positions[offsets[slot]:offsets[slot + 1]]] = True
+            bits[at * row:(at + 1) * row] = np.packbits(marks)
         max_counts = (np.maximum.reduceat(all_counts, starts) if len(terms)
                       else np.zeros(0, dtype=np.int64))
         min_lengths = (np.minimum.reduceat(lengths[all_positions], starts) if len(terms)
@@ -396,6 +410,8 @@ class InMemoryTermIndex:
                 "counts": all_counts.astype(count_type),
                 "max_counts": max_counts.astype(count_type),
                 "min_lengths": min_lengths,
+                "bits_slots": with_bits.astype(np.int32),
+                "bits": bits,
                 "first_use": first_use,
                 "lengths": lengths,
                 "captured_at": np.array(self._captured, dtype=np.float64),
@@ -478,6 +494,31 @@ class InMemoryTermIndex:
             lengths = self.record_columns()[0]
             tail = (max(entry[1]), int(lengths[np.array(entry[0], dtype=np.intp)].min()))
             found = tail if found is None else (max(found[0], tail[0]), min(found[1], tail[1]))
+        return found
+
+    def term_bits(self, term: str) -> np.ndarray | None:
+        """``term``'s records as :func:`~labmem.recall.pruning.term_bits` (bit ``p`` set:
+        record ``p`` holds it; the length may differ), if the sidecar keeps them (a term
+        in 1/:data:`BITS_SHARE` of the records or more), with the records indexed since
+        added; else ``None``."""
+        slot = self._base_slots.get(term)
+        if slot is None:
+            return None
+        if self._bits_rows is None:
+            self._bits_rows = {int(s): at for at, s in
+                               enumerate(self._base.arrays["bits_slots"].tolist())}
+        at = self._bits_rows.get(slot)
+        if at is None:
+            return None
+        row = (self._base_records + 7) // 8
+        found = self._base.slice("bits", at * row, (at + 1) * row)
+        entry = self._postings.get(term)
+        if entry is not None and len(entry[0]):  # the tail: positions past the base
+            marks = np.zeros(entry[0][-1] + 1, dtype=bool)  # positions ascend
+            marks[np.array(entry[0], dtype=np.intp)] = True
+            tail = np.packbits(marks)
+            tail[:row] |= found
+            found = tail
         return found
 
     def _base_postings(self, slot: int) -> tuple[np.ndarray, np.ndarray]:

@@ -649,6 +649,8 @@ class RecallEngine:
                 self._extremes[key] = found
             return found
 
+        kept_bits = getattr(self.index, "term_bits", None)  # an index may keep them too
+
         def bits(term: str) -> np.ndarray:
             positions = lists[term][0]
             key = (term, len(positions))
@@ -657,7 +659,10 @@ class RecallEngine:
                 if self._bits_bytes > BITS_CACHE_BYTES:
                     self._bits.clear()
                     self._bits_bytes = 0
-                found = self._bits[key] = term_bits(positions)
+                found = kept_bits(term) if kept_bits is not None else None
+                if found is None:
+                    found = term_bits(positions)
+                self._bits[key] = found
                 self._bits_bytes += found.nbytes
             return found
 

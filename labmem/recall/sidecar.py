@@ -63,7 +63,8 @@ __all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "Sideca
            "load_companion", "write_companion", "PackedStrings", "packed_strings"]
 
 SIDECAR_SUFFIX = ".recall-index"
-SIDECAR_VERSION = 2  # 2: each term's largest count and shortest record (pruning's bounds)
+SIDECAR_VERSION = 3  # 2: each term's largest count and shortest record (pruning's
+#   bounds); 3: the records of terms in many records as bits (pruning's counts)
 MAGIC = b"LMRIDX01"
 _TEMP_PREFIX = "."
 STAMP_SUFFIX = ".verified"

@@ -99,6 +99,33 @@ def test_each_terms_kept_extremes_are_its_postings_extremes(records):
     assert index.term_extremes("no-such-term") is None
 
 
+def test_kept_bits_are_the_records_of_each_common_term(records):
+    """The sidecar keeps, for each term in 1/BITS_SHARE of the records or more, its records
+    as bits; with the records appended since ORed in, they name exactly its postings."""
+    import numpy as np
+
+    from labmem.recall import index as index_module
+
+    status(records)
+    open_store(records).append_many(drafts(500, 30, "late"))
+    e = engine(records)
+    e.index.sidecar_min_records = 10_000  # keep the tail in memory only
+    e.recall("dog", limit=1)
+    index, kept, extended = e.index, 0, 0
+    for term in index.vocabulary():
+        positions, _ = index.term_postings(term)
+        bits = index.term_bits(term)
+        slot = index._base_slots.get(term)
+        common = slot is not None and (len(index._base_postings(slot)[0])
+                                       * index_module.BITS_SHARE >= index._base_records)
+        assert (bits is not None) == common, term
+        if bits is not None:
+            kept += 1
+            extended += positions[-1] >= index._base_records  # it has tail postings
+            assert np.flatnonzero(np.unpackbits(bits)).tolist() == positions.tolist(), term
+    assert kept >= 3 and extended >= 1
+
+
 def test_a_long_tail_is_persisted(records):
     status(records)
     before = os.stat(sidecar_path(records)).st_ino
