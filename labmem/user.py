@@ -168,22 +168,12 @@ def _optional_ts(value: datetime | None) -> str | None:
     return None if value is None else _stamp(value)
 
 
-_last_stamp: tuple[datetime | None, str] = (None, "")
-
-
 def _stamp(value: datetime) -> str:
     """:func:`format_timestamp` of a time this layer has checked already (an aware UTC
-    ``datetime``): the same text without checking it again. The last one is kept, since a
-    write stamps its time twice (its revision line and MEMORY.md's ``as_of``)."""
-    global _last_stamp
-    last = _last_stamp
-    if last[0] is value:
-        return last[1]
+    ``datetime``): the same text without checking it again."""
     if type(value) is not datetime or value.tzinfo is not UTC:
         return format_timestamp(value)
-    text = value.isoformat()[:-6] + "Z"  # "+00:00" is the only offset a UTC time has
-    _last_stamp = (value, text)
-    return text
+    return value.isoformat()[:-6] + "Z"  # "+00:00" is the only offset a UTC time has
 
 
 def is_active(expires_at: datetime | None, as_of: datetime) -> bool:

@@ -159,7 +159,6 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
         bounds[term] = bound
     order = sorted(present, key=lambda t: (-bounds[t], len(lists[t][0]), t))
     found = np.zeros(0, dtype=np.int64)
-
     for taken, term in enumerate(order[:-1], start=1):
         found = union_sorted((found, lists[term][0]))
         rest = order[taken:]
