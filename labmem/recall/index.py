@@ -38,6 +38,7 @@ from typing import Protocol
 import numpy as np
 
 from labmem.core.text import term_frequencies
+from labmem.core.validation import parse_json
 from labmem.recall.store import (
     MemoryKind,
     RemoteMemoryCorruptionError,
@@ -183,6 +184,7 @@ class InMemoryTermIndex:
         self._joined_size = 0
         self._columns: tuple[np.ndarray, np.ndarray] | None = None
         self._reader: int | None = None  # descriptor hits are read through (_records_fd)
+        self._records_name = store.path.name  # what a corruption error names
         self._bits_rows: dict[int, int] | None = None  # slot -> its row of sidecar bits
 
     def __repr__(self) -> str:
@@ -598,10 +600,8 @@ class InMemoryTermIndex:
         return self._reader
 
     def _read_line(self, position: int) -> StoredMemory:
-        from labmem.core.validation import parse_json
-
         start, end = self._offsets[position], self._offsets[position + 1]
-        name = self.store.path.name
+        name = self._records_name
         raw = os.pread(self._records_fd(), end - start, start)
         try:
             obj = parse_json(raw)

@@ -36,7 +36,7 @@ from labmem.core.errors import InvalidInputError, validated_as
 from labmem.core.provenance import MemorySource
 from labmem.core.render import XML, count, fixed, join_lines
 from labmem.core.text import collapse_whitespace, normalize_text, term_frequencies
-from labmem.core.validation import require_int
+from labmem.core.validation import prechecked, require_int
 from labmem.recall.index import (
     Postings,
     TermIndex,
@@ -343,13 +343,15 @@ def ranked_hits(query: RecallQuery,
                 ordered: Iterable[tuple[StoredMemory, RecallScoreBreakdown]]
                 ) -> tuple[RecallHit, ...]:
     """(record, breakdown) pairs, best first, as hits ranked from 1."""
-    return tuple(
-        RecallHit(
+    return tuple(  # built from checked parts (the records, the scorer's breakdowns)
+        prechecked(
+            RecallHit,
             query_id=query.query_id,
             memory_id=record.memory_id,
             rank=rank,
             snippet=snippet_of(record),
-            scope=RecallScope(record.user_scope, record.kind),
+            scope=prechecked(RecallScope, user_scope=record.user_scope,
+                             memory_kind=record.kind),
             provenance=record.source,
             score_breakdown=breakdown,
         )

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from labmem.core.errors import InvalidInputError
+from labmem.core.validation import prechecked
 from labmem.recall.index import Postings, distinct_groups
 
 __all__ = [
@@ -99,7 +100,7 @@ class CorpusStats:
     total_length: int  # sum of their lengths in terms
     document_frequency: Mapping[str, int]  # term -> records containing it (query terms)
 
-    @property
+    @functools.cached_property  # asked once per scored record and term
     def average_length(self) -> float:
         return self.total_length / self.searched_records if self.searched_records else 0.0
 
@@ -295,7 +296,8 @@ class TeachingScorer(Scorer):
         lexical_part = _r(self.lexical_weight * coverage)
         recency_part = _r(self.recency_weight * recency)
         share = _r(self.lexical_weight / len(query_terms))
-        return RecallScoreBreakdown(
+        return prechecked(
+            RecallScoreBreakdown,
             matched_terms=matched,
             query_term_count=len(query_terms),
             lexical_coverage=coverage,
@@ -378,10 +380,11 @@ class Bm25Scorer(Scorer):
 
     def term_parts(self, query_terms, term_counts, document_length, stats):
         """Each matched term's contribution, rounded as shown."""
+        frequency, records, average = (stats.document_frequency, stats.searched_records,
+                                       stats.average_length)
         return {
-            t: _r(bm25_term_weight(term_counts[t], stats.document_frequency.get(t, 0),
-                                   stats.searched_records, document_length,
-                                   stats.average_length, self.k1, self.b))
+            t: _r(bm25_term_weight(term_counts[t], frequency.get(t, 0), records,
+                                   document_length, average, self.k1, self.b))
             for t in query_terms if t in term_counts
         }
 
@@ -390,7 +393,8 @@ class Bm25Scorer(Scorer):
         stats = _require_stats(stats, self.name)
         parts = self.term_parts(query_terms, term_counts, document_length, stats)
         total = _r(sum(parts.values()))
-        return RecallScoreBreakdown(
+        return prechecked(
+            RecallScoreBreakdown,
             matched_terms=tuple(parts),
             query_term_count=len(query_terms),
             lexical_coverage=_r(len(parts) / len(query_terms)),
@@ -473,7 +477,8 @@ class HybridScorer(Scorer):
         recency = _r(recency_weight(age))
         lexical_part = _r(lexical_weight * lexical)
         recency_part = _r(self.recency_weight * recency)
-        return RecallScoreBreakdown(
+        return prechecked(
+            RecallScoreBreakdown,
             matched_terms=tuple(parts),
             query_term_count=len(query_terms),
             lexical_coverage=_r(len(parts) / len(query_terms)),
