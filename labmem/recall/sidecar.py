@@ -60,7 +60,8 @@ from labmem.core.storage import FileSignature, file_signature, write_bytes_atomi
 
 __all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "SidecarRefused",
            "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path",
-           "load_companion", "write_companion", "PackedStrings", "packed_strings"]
+           "load_companion", "write_companion", "PackedStrings", "packed_strings",
+           "string_key", "string_keys"]
 
 SIDECAR_SUFFIX = ".recall-index"
 SIDECAR_VERSION = 3  # 2: each term's largest count and shortest record (pruning's
@@ -448,22 +449,61 @@ class PackedStrings:
         return str(self._buffer[self._starts[index]:self._ends[index]], "utf-8")
 
     def find(self, text: str) -> int | None:
-        """The index of ``text`` (the first, should it occur twice), or ``None``."""
+        """The index of ``text`` (the first, should it occur twice), or ``None``.
+
+        The first call gives every string a 64-bit key at once (:func:`string_keys`: a
+        few array passes, no Python string made) and sorts the keys; a lookup is then one
+        binary search of its own key, and the bytes of a match are compared."""
         if self._hashes is None:
-            hashes = np.fromiter(map(hash, self), dtype=np.int64, count=len(self))
-            order = np.argsort(hashes, kind="stable")
-            self._hashes, self._order = hashes[order], _narrow(order)
-        key = hash(text)
-        at = int(np.searchsorted(self._hashes, key))
-        if at == len(self._hashes) or self._hashes[at] != key:
-            return None
+            keys = string_keys(self._buffer, self._starts, self._ends)
+            order = np.argsort(keys, kind="stable")
+            self._hashes, self._order = keys[order], _narrow(order)
         encoded = text.encode("utf-8")
+        key = np.uint64(string_key(encoded))
+        at = int(np.searchsorted(self._hashes, key))
         while at < len(self._hashes) and self._hashes[at] == key:
             index = int(self._order[at])
             if self.encoded(index) == encoded:
                 return index
             at += 1
         return None
+
+
+#: :func:`string_key` mixes a string's first and last eight bytes and its length with
+#: these odd 64-bit multipliers (a word of up to 16 bytes is all in its key).
+_KEY_FIRST, _KEY_LAST, _KEY_LENGTH = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F,
+                                      0x165667B19E3779F9)
+_KEY_MASK = (1 << 64) - 1
+
+
+def string_key(encoded: bytes) -> int:
+    """A 64-bit key of a UTF-8 string: its first 8 bytes (big-endian, zero-padded) times
+    one multiplier, xor its last 8 (little-endian from the end) times another, xor its
+    length times a third, modulo 2^64 — what :func:`string_keys` gives each string."""
+    size = len(encoded)
+    first = int.from_bytes(encoded[:8], "big") << (8 * (8 - size) if size < 8 else 0)
+    last = int.from_bytes(encoded[-8:], "big")
+    return ((first * _KEY_FIRST) ^ (last * _KEY_LAST) ^ (size * _KEY_LENGTH)) & _KEY_MASK
+
+
+def string_keys(buffer, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """:func:`string_key` of every ``buffer[start:end]`` at once (uint64, which wraps
+    modulo 2^64): sixteen gathers of one byte per string, not a loop over the strings."""
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    starts, ends = starts.astype(np.int64), ends.astype(np.int64)
+    lengths = ends - starts
+    first = np.zeros(len(starts), dtype=np.uint64)
+    last = np.zeros(len(starts), dtype=np.uint64)
+    for at in range(8):
+        inside = at < lengths
+        first = (first << np.uint64(8)) | np.where(
+            inside, data[np.where(inside, starts + at, 0)] if len(data) else 0, 0
+        ).astype(np.uint64)
+        last |= np.where(inside, data[np.where(inside, ends - 1 - at, 0)] if len(data)
+                         else 0, 0).astype(np.uint64) << np.uint64(8 * at)
+    with np.errstate(over="ignore"):
+        return ((first * np.uint64(_KEY_FIRST)) ^ (last * np.uint64(_KEY_LAST))
+                ^ (lengths.astype(np.uint64) * np.uint64(_KEY_LENGTH)))
 
 
 def _narrow(offsets: np.ndarray) -> np.ndarray:

@@ -7,9 +7,12 @@ import shutil
 import signal
 import time
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from labmem.recall.sidecar import sidecar_path
+from labmem.recall.sidecar import PackedStrings, sidecar_path, string_key, string_keys
 from labmem.recall.store import RemoteMemoryCorruptionError, RemoteMemoryStore
 from tests.procs import _SPAWN, running
 from tests.recall.sidecar_workers import (
@@ -458,3 +461,28 @@ def test_distinct_groups_is_np_unique():
         assert np.array_equal(distinct(array), expected[0])
 
     check()
+
+
+# -- the keys PackedStrings.find sorts ------------------------------------------------------
+
+_long_texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_long_texts, max_size=20))
+def test_string_keys_at_once_are_each_strings_own_key(strings):
+    packed = PackedStrings.of(strings)
+    keys = string_keys(packed.arrays("x_")["x_utf8"], *(packed.arrays("x_")[name]
+                                                       for name in ("x_starts", "x_ends")))
+    assert keys.dtype == np.uint64
+    assert [int(key) for key in keys] == [string_key(text.encode("utf-8")) for text in strings]
+
+
+def test_find_tells_apart_strings_whose_keys_collide():
+    # same first and last eight bytes and the same length: the same key, other strings
+    strings = [f"prefix00{middle}suffix00" for middle in ("aaa", "bbb", "ccc", "aaa")]
+    assert len({string_key(text.encode()) for text in strings}) == 1
+    packed = PackedStrings.of(strings)
+    assert [packed.find(text) for text in strings] == [0, 1, 2, 0]  # the first of twins
+    assert packed.find("prefix00dddsuffix00") is None
+    assert PackedStrings.of([]).find("") is None and PackedStrings.of([""]).find("") == 0
