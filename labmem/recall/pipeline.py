@@ -571,7 +571,8 @@ class RecallEngine:
             np.zeros(0, dtype=np.int64))
         counts = np.concatenate([lists[term][1] for term in present]) if present else positions
         lengths, captured = self.index.record_columns()
-        joined = Postings(positions, counts, lengths[positions], captured[positions])
+        rows = positions.astype(np.intp, copy=False)  # (a sidecar's are uint32: cast once)
+        joined = Postings(positions, counts, lengths[rows], captured[rows])
         return present, [len(lists[term][0]) for term in present], joined
 
     def _explained_top(self, query: RecallQuery, top: np.ndarray,
