@@ -155,6 +155,7 @@ class JsonlLog(Generic[T]):
         lock_factory: LockFactory = file_lock,
         start: tuple[int, int] = (0, 0),
         encode: Callable[[dict[str, Any]], bytes] | None = None,
+        identity: tuple[int, int] | None = None,
     ) -> None:
         self.path = Path(path)
         self._decode = decode
@@ -166,7 +167,9 @@ class JsonlLog(Generic[T]):
         # ``start``: a cursor (offset, lines) a caller stored after an earlier read —
         # the reader goes on from there and never reads the lines before it again
         self._offset, self._lines = start  # complete lines (bytes, count) consumed so far
-        self._identity: tuple[int, int] | None = None  # (device, inode) of the file followed
+        # (device, inode) of the file followed; given with ``start``: the file the cursor
+        # was taken in, so a file replaced since is refused before anything is read
+        self._identity: tuple[int, int] | None = identity
         self.bytes_read = 0  # instrumentation: proves appends do not re-read the file
         self.torn_tail_bytes = 0  # unterminated bytes after the last complete line
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import (
@@ -376,6 +377,12 @@ class RemoteMemoryStore:
     Reads follow the file: the first read decodes it once and builds the id index;
     later reads and appends decode only the bytes appended since (by this or any
     other process), so an append costs the same in a store of 10 or 100,000 records.
+
+    An append before any read needs only the ids: when a recall sidecar beside the file
+    vouches for a prefix of it (:func:`labmem.recall.sidecar.load_sidecar`: the records it
+    covers were decoded and checked when it was written, and are unchanged), that prefix
+    is known by its ids alone and only the lines after it are decoded. The first read of
+    records then decodes the whole file, as it always did.
     """
 
     def __init__(
@@ -388,16 +395,19 @@ class RemoteMemoryStore:
     ) -> None:
         self.user_scope = _validated(scope_digest, user_id, field="user_id")
         self.clock = resolve_clock(clock)
-        self._log: JsonlLog[StoredMemory] = JsonlLog(
-            path,
-            decode=self._decode,
-            corruption_error=RemoteMemoryCorruptionError,
-            lock_factory=lock_factory,
-        )
+        self._lock = lock_factory(Path(path))  # one lock, whichever log reads the file
+        self._log: JsonlLog[StoredMemory] = self._new_log(path)
         self._records: list[StoredMemory] = []
         self._by_id: dict[str, StoredMemory] = {}
         self._latest_profile: StoredMemory | None = None
         self._batch_ids: set[str] = set()  # ids decoded in the refresh under way
+        self._prefix_ids = None  # ids of the prefix a sidecar vouches for (not decoded)
+        self._earlier_bytes = 0  # read by a log this instance replaced (bytes_read)
+
+    def _new_log(self, path, start: tuple[int, int] = (0, 0),
+                 identity: tuple[int, int] | None = None) -> JsonlLog[StoredMemory]:
+        return JsonlLog(path, decode=self._decode, corruption_error=RemoteMemoryCorruptionError,
+                        lock_factory=lambda _: self._lock, start=start, identity=identity)
 
     @property
     def path(self):
@@ -406,7 +416,7 @@ class RemoteMemoryStore:
     @property
     def bytes_read(self) -> int:
         """Bytes this instance has read from disk so far (to show appends don't re-read)."""
-        return self._log.bytes_read
+        return self._earlier_bytes + self._log.bytes_read
 
     @property
     def read_cursor(self) -> tuple[int, int]:
@@ -421,17 +431,50 @@ class RemoteMemoryStore:
     def _decode(self, line: int, obj: dict[str, Any]) -> StoredMemory:
         name = self.path.name
         record = decode_stored_line(name, self.user_scope, line, obj)
-        if record.memory_id in self._by_id or record.memory_id in self._batch_ids:
+        if self._is_stored(record.memory_id) or record.memory_id in self._batch_ids:
             raise RemoteMemoryCorruptionError(
                 name, line, f"memory_id {record.memory_id!r} is stored twice"
             )
         self._batch_ids.add(record.memory_id)
         return record
 
+    def _is_stored(self, memory_id: str) -> bool:
+        return memory_id in self._by_id or (
+            self._prefix_ids is not None and self._prefix_ids.find(memory_id) is not None)
+
     def _catch_up(self) -> None:
+        """Every record: a prefix known by its ids alone is decoded first (from the start)."""
+        if self._prefix_ids is not None:
+            replaced = self._log
+            self._earlier_bytes += replaced.bytes_read
+            self._records, self._by_id, self._latest_profile = [], {}, None
+            self._prefix_ids = None
+            self._log = self._new_log(replaced.path, identity=replaced.identity)
+        self._follow()
+
+    def _follow(self) -> None:
+        """Decode the lines appended since the last read (this instance's or another's)."""
         self._batch_ids.clear()
         for record in self._log.refresh():
             self._remember(record)
+
+    def _catch_up_ids(self) -> None:
+        """What an append needs, every stored id: before any read, a prefix a recall sidecar
+        vouches for is taken by its ids (the lines after it are decoded); else as a read."""
+        if self._log.offset == 0 and self._prefix_ids is None:
+            from labmem.recall.sidecar import SidecarRefused, load_sidecar, packed_strings
+
+            try:
+                sidecar = load_sidecar(self.path, user_scope=self.user_scope)
+            except SidecarRefused:
+                sidecar = None
+            if sidecar is not None:
+                meta = sidecar.meta
+                self._prefix_ids = packed_strings(sidecar, "memory_ids")
+                self._log = self._new_log(
+                    self.path, start=(int(meta["covered_bytes"]), int(meta["covered_lines"])),
+                    identity=(int(meta["device"]), int(meta["inode"])))
+        self._follow()
 
     def _remember(self, record: StoredMemory) -> None:
         self._records.append(record)
@@ -494,8 +537,8 @@ class RemoteMemoryStore:
                                memory_id=memory_id)
         record = draft.stored(self.user_scope, stamp_now(self.clock))
         with self._log.locked():
-            self._catch_up()
-            if record.memory_id in self._by_id:
+            self._catch_up_ids()
+            if self._is_stored(record.memory_id):
                 raise RemoteMemoryDuplicateError(
                     duplicate_message(record.memory_id, self.path.name))
             self._log.append(record.to_dict())
@@ -518,9 +561,9 @@ class RemoteMemoryStore:
         stored_at = stamp_now(self.clock)
         records = tuple(draft.stored(self.user_scope, stored_at) for draft in checked)
         with self._log.locked():
-            self._catch_up()
+            self._catch_up_ids()
             for index, record in enumerate(records):
-                if record.memory_id in self._by_id:
+                if self._is_stored(record.memory_id):
                     raise RemoteMemoryDuplicateError(
                         duplicate_message(record.memory_id, self.path.name, index))
             self._log.append_many([record.to_dict() for record in records])

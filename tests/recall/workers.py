@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 
 
-def append_same_id(path, start, pause, noop_lock, results):
-    """One writer in the duplicate-id race.
+def append_same_id(path, start, pause, noop_lock, results, read_first=True):
+    """One writer in the duplicate-id race (``read_first=False``: it appends before any
+    read, so a recall sidecar beside the file may vouch for the ids of its prefix).
 
     ``pause`` widens the window between the duplicate check and the write: a writer
     that passed the check waits (up to 2 s) for the others before writing. With the
@@ -23,7 +24,8 @@ def append_same_id(path, start, pause, noop_lock, results):
     factory = (lambda p: contextlib.nullcontext()) if noop_lock else storage.file_lock
     store = RemoteMemoryStore(path, user_id="alice", clock=FixedClock("2026-08-01T12:00:00Z"),
                               lock_factory=factory)
-    store.read_all()
+    if read_first:
+        store.read_all()
     pause_before(storage.JsonlLog, "append", pause)
     start.wait()
     try:
