@@ -294,18 +294,27 @@ class InMemoryTermIndex:
             self._base_ids = packed_strings(self._base, "memory_ids")
         return self._base_ids[position]
 
-    def _known_ids(self) -> set[str]:
+    def _tail_id_set(self) -> set[str]:
         if self._ids is None:
-            if self._base_ids is None:
-                from labmem.recall.sidecar import packed_strings
-
-                self._base_ids = packed_strings(self._base, "memory_ids")
-            self._ids = set(self._base_ids) | set(self._tail_ids)
+            self._ids = set(self._tail_ids)
         return self._ids
+
+    def _is_known(self, memory_id: str) -> bool:
+        """Is ``memory_id`` indexed already? The records indexed in this process are a set;
+        the sidecar's are looked up in its packed ids (no set of 100,000 strings)."""
+        if memory_id in self._tail_id_set():
+            return True
+        if self._base is None:
+            return False
+        if self._base_ids is None:
+            from labmem.recall.sidecar import packed_strings
+
+            self._base_ids = packed_strings(self._base, "memory_ids")
+        return self._base_ids.find(memory_id) is not None
 
     def _decode_line(self, line: int, obj: dict) -> StoredMemory:
         record = decode_stored_line(self.store.path.name, self.store.user_scope, line, obj)
-        if record.memory_id in self._known_ids() or record.memory_id in self._batch_ids:
+        if self._is_known(record.memory_id) or record.memory_id in self._batch_ids:
             raise RemoteMemoryCorruptionError(
                 self.store.path.name, line, f"memory_id {record.memory_id!r} is stored twice")
         self._batch_ids.add(record.memory_id)
@@ -320,7 +329,7 @@ class InMemoryTermIndex:
             return
         ends = _line_ends(self.store.path, self._log.offset, start)
         self._offsets.extend(ends.tolist())
-        ids = self._known_ids()
+        ids = self._tail_id_set()
         for record in fresh:
             position = self._indexed
             self._records[position] = record
