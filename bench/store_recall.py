@@ -8,7 +8,11 @@ For each store size (default 1,000, 10,000 and 100,000 records) this script
    (decode every line, build the id index) — the "open" column;
 3. times 1,000 recalls, the same queries for both engines: labmem's
    :class:`RecallEngine` against an FTS5 ``MATCH`` query ranked by ``bm25``;
-4. times 1,000 appends of new records, interleaved record by record across three
+4. times a *new* store instance's first append, before any read ("first append, new
+   instance"), beside a new SQLite connection's first durable ``INSERT``: the recalls
+   left the recall sidecar beside the file, and the append takes the ids it vouches for
+   instead of decoding every line (what "open ms" costs);
+5. times 1,000 appends of new records, interleaved record by record across three
    writers so that disk noise hits all of them alike:
 
    * ``labmem``  — ``store.append``: validate, take the cross-process file lock, catch
@@ -430,19 +434,48 @@ def bench_size(size: int, settings: Settings, corpus: Corpus, queries: Sequence[
         check_same_candidates(engine, fts, queries[:25])
         fts.close()
 
+    progress(f"{size:>9,} records: a new instance's first append …")
+    row |= time_first_append(folder, corpus.memories(1, prefix=f"first{size}",
+                                                     salt=f"first:{size}")[0])
+
     progress(f"{size:>9,} records: {len(new_records):,} appends × 3 writers …")
     row |= time_appends(store, folder / "bare.jsonl", db, new_records)
     (total,) = db.execute("SELECT count(*) FROM memories").fetchone()
     db.close()
-    if len(store) != size + len(new_records) or total != len(store):
+    if len(store) != size + 1 + len(new_records) or total != len(store):
         raise RuntimeError("an append went missing")
     return row
+
+
+def time_first_append(folder: Path, record: StoredMemory) -> dict[str, float]:
+    """A new store instance's first append, before any read, beside a new SQLite
+    connection's first durable INSERT. The recalls before it left the recall sidecar (at
+    1,000 records or more), whose ids the append takes instead of decoding every line."""
+    start = time.perf_counter()
+    fresh = RemoteMemoryStore(folder / "records.jsonl", user_id=USER_ID, clock=FixedClock(NOW))
+    fresh.append(kind=record.kind, content=record.content, summary=record.summary,
+                 source=record.source, memory_id=record.memory_id)
+    ours = seconds_since(start)
+    read = fresh.bytes_read
+    start = time.perf_counter()
+    db = sqlite3.connect(folder / "peer.sqlite", isolation_level=None)
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("BEGIN")
+    db.execute(SQLITE_INSERT, sqlite_row(record))
+    db.execute("COMMIT")
+    db.close()
+    peer = seconds_since(start)
+    return {"first_append_ms": ours * 1e3, "first_append_bytes_read": read,
+            "sqlite_first_insert_ms": peer * 1e3}
 
 
 # -- reporting -----------------------------------------------------------------------
 
 APPEND_TABLE: Columns = [
     ("store", [("records", "records", COUNT), ("open ms", "open_ms", MS)]),
+    ("first append, new instance", [("ms", "first_append_ms", MS),
+                                    ("bytes read", "first_append_bytes_read", COUNT),
+                                    ("sqlite ms", "sqlite_first_insert_ms", MS)]),
     ("labmem append", [("mean", "append_mean_us", US), ("p50", "append_p50_us", US),
                        ("p95", "append_p95_us", US)]),
     ("bare O_APPEND", [("mean", "bare_mean_us", US), ("p95", "bare_p95_us", US)]),
