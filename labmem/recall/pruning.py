@@ -95,7 +95,7 @@ def lookup_postings(positions: np.ndarray, candidates: np.ndarray) -> tuple[np.n
     slots = np.empty(max(int(positions[-1]), int(candidates.max())) + 1, dtype=np.int32)
     slots[positions] = np.arange(len(positions), dtype=np.int32)
     at = slots[candidates]
-    np.clip(at, 0, len(positions) - 1, out=at)
+    np.maximum(np.minimum(at, len(positions) - 1, out=at), 0, out=at)  # (np.clip: slower)
     hit = positions[at] == candidates
     return hit, at[hit].astype(np.intp)
 
