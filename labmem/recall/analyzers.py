@@ -268,6 +268,11 @@ class PackedGroups:
         return cls(terms, surfaces, ends)
 
 
+#: How many analyzed terms' surface forms an :class:`AnalyzedIndex` keeps between look-ups
+#: (some 200 KiB at most).
+SURFACES_KEPT = 1024
+
+
 class AnalyzedIndex:
     """A :class:`~labmem.recall.index.TermIndex` seen through an analyzer.
 
@@ -286,6 +291,7 @@ class AnalyzedIndex:
         self._bound = 0  # records whose vocabulary is grouped
         self._merged: dict[str, Postings] = {}  # valid for the current bound
         self._by_surface: dict[str, dict[str, Postings]] = {}  # likewise
+        self._surfaces: dict[str, tuple[str, ...]] = {}  # likewise: terms looked up
 
     def __repr__(self) -> str:
         kept = len(self._kept) if self._kept is not None else 0
@@ -322,6 +328,7 @@ class AnalyzedIndex:
         self._bound = bound
         self._merged.clear()
         self._by_surface.clear()
+        self._surfaces.clear()
 
     def add_surfaces(self, surfaces: Iterable[str]) -> None:
         """Group more surface terms (the index's, or a derived field's such as a date)."""
@@ -348,14 +355,23 @@ class AnalyzedIndex:
                 group.append(surface)
                 self._merged.pop(analyzed, None)
                 self._by_surface.pop(analyzed, None)
+                self._surfaces.pop(analyzed, None)
 
     def surfaces(self, term: str) -> tuple[str, ...]:
-        """The surface terms that become ``term``, sorted; ``()`` when none does."""
-        kept = self._kept.group(term) if self._kept is not None else ()
-        more = self._groups.get(term)
-        if not more:
-            return kept
-        return tuple(sorted((*kept, *more)))
+        """The surface terms that become ``term``, sorted; ``()`` when none does. Kept for
+        the terms last queried (at most :data:`SURFACES_KEPT`): a query asks for each of
+        its terms more than once (to score, to explain), and a look-up in the packed groups
+        decodes strings."""
+        found = self._surfaces.get(term)
+        if found is None:
+            found = self._kept.group(term) if self._kept is not None else ()
+            more = self._groups.get(term)
+            if more:
+                found = tuple(sorted((*found, *more)))
+            if len(self._surfaces) >= SURFACES_KEPT:
+                self._surfaces.clear()
+            self._surfaces[term] = found
+        return found
 
     def surface_postings(self, term: str) -> dict[str, Postings]:
         """Each surface term of ``term`` with its own postings (what a breakdown shows)."""

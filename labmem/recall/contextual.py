@@ -28,10 +28,12 @@ a thread's total comes from the same postings. Hits, order and breakdowns are th
 dense computation gives, bit for bit (a property test keeps it as the reference); an
 estimate adds its terms one by one in term order, where numpy's column sum of a matrix not
 laid out by rows adds pairwise — a last-bit difference the shortlist's tolerance absorbs.
-Memory stays near what the index itself holds: a term's part at each candidate goes into
-the query's sums as soon as it is computed, and only its counts (the index's own arrays)
-are kept; at the few shortlisted positions every number is computed again from them, by
-the same operations, so to the same bits.
+Memory stays near what the index itself holds: terms are scored a few at a time — rare
+ones together, as one array, so that a query of rare words pays numpy's cost per call
+once; a common one alone — their parts go into the query's sums as soon as they are
+computed, and what is kept of a term is its counts (the index's own arrays) and its total
+per thread; at the few shortlisted positions every number is computed again from them,
+by the same operations, so to the same bits.
 
 The weights were chosen on the labeled set's tune split and the even-indexed LoCoMo
 conversations only (``bench/tune_contextual.py``); the odd half is never used to tune.
@@ -187,29 +189,20 @@ class _TermCounts:
     in_title: np.ndarray  # its count in each of those
     in_date: np.ndarray | None  # per date value (None: no date weight)
 
-    def title_at(self, values: np.ndarray, size: int) -> np.ndarray:
-        """Its count in the titles with value ids ``values`` (0.0 for the others); value
-        ids are below ``size``, ``values`` at most ``size`` (the sentinel)."""
-        return _lookup(self.titles, self.in_title, values, size)
-
-    def own_at(self, positions: np.ndarray, arrays: ContextArrays) -> np.ndarray:
-        """Its count in the own text of the records at ``positions`` (any order; 0.0 at
-        the sentinel): the index's count less the title's."""
-        return (_at(self.held, self.counts, positions)
-                - self.title_at(arrays.title[positions], _title_values(arrays)))
-
 
 @dataclass(frozen=True, eq=False)
 class _TermScores:
-    """One query term: its counts and idfs. Its part at each candidate and its thread
-    totals went into the query's sums (:class:`_Sums`) as they were computed; at the few
-    positions the shortlist keeps they are computed again from the counts, by the same
-    operations on the same numbers — so to the same bits."""
+    """One query term: its counts, idfs and thread totals. Its part at each candidate went
+    into the query's sums (:class:`_Sums`) as it was computed; at the few positions the
+    shortlist keeps it is computed again from the counts, by the same operations on the
+    same numbers — so to the same bits. Its thread totals are kept: summing the
+    shortlist's again would mean a pass over all its postings (one number per thread the
+    term is in, no more than its postings)."""
 
     counts: _TermCounts
     idf: float
     thread_idf: float
-    # its threads (ascending) and their own-text counts, kept when few (KEPT_THREADS)
+    # its threads (ascending) and their own-text counts (None: no thread weight)
     threads: np.ndarray | None = None
     thread_tf: np.ndarray | None = None
 
@@ -232,7 +225,7 @@ class _Columns:
 class _Scored:
     """One query's scores — nothing of size terms × records: ``positions`` (ascending) are
     where any term counts, ``estimates`` their scores, added term by term in term order;
-    per term, only its counts (what the index already holds) and idfs."""
+    per term, its counts (what the index already holds), idfs and thread totals."""
 
     terms: tuple[str, ...]
     field_names: tuple[str, ...]
@@ -255,13 +248,10 @@ class _Scored:
 
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 
-#: A term's thread totals are kept for the shortlist while it has at most this many
-#: threads (a few KiB); beyond, the shortlist's are summed again from its counts.
-KEPT_THREADS = 4096
-
 #: Sums over keys (positions, threads) go through one slot per possible key once there are
 #: at least 1/SLOT_SUMS as many keys as slots; below that, keys are grouped by sorting.
-SLOT_SUMS = 4
+#: (At 16, sorting the keys and one pass over the slots take about the same time.)
+SLOT_SUMS = 16
 
 
 def _sums(keys: list[np.ndarray], values: list[np.ndarray], size: int
@@ -269,7 +259,7 @@ def _sums(keys: list[np.ndarray], values: list[np.ndarray], size: int
     """(distinct keys ascending, per key the sum of its values): the lists' values added
     in list order, each starting from 0.0 (bincount adds in input order). Keys are below
     ``size``; with at least ``size`` / :data:`SLOT_SUMS` of them, one slot per possible key
-    takes no more memory than grouping them, and much less time."""
+    takes less time than grouping them, and a few times their memory at most."""
     every = np.concatenate(keys) if keys else _NO_POSITIONS
     if not len(every):
         return _NO_POSITIONS, np.zeros(0)
@@ -288,7 +278,9 @@ class _Sums:
     sum starts from 0.0 and takes its values in the order added — what :func:`_sums` over
     them all gives, bit for bit. While the keys are few they are kept, and grouped at the
     end; once there are at least 1/:data:`SLOT_SUMS` as many as possible keys, they go
-    into one slot per key as they come, and no list of them is kept."""
+    into one slot per key as they come, and no list of them is kept. :meth:`result` asks
+    for values > 0 (a term's part always is): a key was added to exactly where its slot is
+    not 0."""
 
     def __init__(self, size: int) -> None:
         self.size = size  # keys are 0 … size − 1
@@ -296,37 +288,38 @@ class _Sums:
         self._values: list[np.ndarray] = []
         self._count = 0
         self._slots: np.ndarray | None = None  # size + 1 sums (the last stays 0.0)
-        self._present: np.ndarray | None = None
 
     def add(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Add ``values`` at ``keys`` (distinct)."""
+        """Add ``values`` at ``keys`` (a key may repeat: its values are added in order)."""
         if self._slots is not None:
-            self._slots[keys] += values
-            self._present[keys] = True
+            np.add.at(self._slots, keys, values)  # unbuffered: one add after the other
             return
         self._keys.append(keys)
         self._values.append(values)
         self._count += len(keys)
         if self._count and SLOT_SUMS * self._count >= self.size:
             self._slots = np.zeros(self.size + 1)
-            self._present = np.zeros(self.size + 1, dtype=bool)
             kept, self._keys, self._values = zip(self._keys, self._values, strict=True), [], []
             for more_keys, more_values in kept:
                 self.add(more_keys, more_values)
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
-        """(distinct keys ascending, per key the sum of its values)."""
+        """(distinct keys ascending, per key the sum of its values > 0)."""
         if self._slots is None:
             return _sums(self._keys, self._values, self.size)
-        keys = np.flatnonzero(self._present)
+        keys = np.flatnonzero(self._slots > 0)  # (a boolean array is read much faster)
         return keys, self._slots[keys]
 
     def at(self, values: np.ndarray) -> np.ndarray:
-        """The sum at each of ``values`` (at most ``size``; 0.0 where nothing was added)."""
+        """The sum at each of ``values`` (at most ``size``; 0.0 where nothing was added).
+        The keys are not grouped for it: one pass over a slot per key, for a moment, costs
+        less than sorting them."""
         if self._slots is not None:
             return self._slots[values]
-        keys, sums = self.result()
-        return _at(keys, sums, values)
+        if not self._keys:
+            return np.zeros(len(values))
+        return np.bincount(np.concatenate(self._keys), weights=np.concatenate(self._values),
+                           minlength=self.size + 1)[values]
 
 
 def _groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -412,13 +405,6 @@ class _ByValue:
                 self.values.dtype, copy=False)
         return self._sizes
 
-    def total(self, value_ids: np.ndarray, numbers: np.ndarray) -> float:
-        """Σ over positions of the number of each one's value, for values ``value_ids``
-        with ``numbers`` (the others: 0). Exact for whole counts, in any order."""
-        sizes = self.sizes()[value_ids].astype(np.float64)
-        # einsum, not a BLAS dot: its threads cost more than this one pass
-        return float(np.einsum("i,i->", numbers, sizes))
-
     def positions(self, value_ids: np.ndarray) -> np.ndarray:
         """The positions holding any of ``value_ids`` (grouped by value, not sorted)."""
         if self._order is None:
@@ -456,6 +442,118 @@ def _snapshot(arrays: ContextArrays) -> _Snapshot:
     if found is None:
         found = _SNAPSHOTS[arrays] = _Snapshot(arrays)
     return found
+
+
+#: Consecutive terms are scored as one array while their postings together are at most
+#: this many: a query of rare words pays numpy's cost per call once, not once per term
+#: (most of its time, at a few hundred postings a term); a commoner word goes alone, with
+#: no pass spent on telling its rows apart, and a query never holds more than about one
+#: common word's arrays at a time.
+BATCH_POSTINGS = 1 << 12
+
+
+def _batches(sizes: list[int]) -> list[slice]:
+    """Consecutive runs of terms (``sizes``: their postings) of at most
+    :data:`BATCH_POSTINGS` postings together, or one term alone."""
+    runs, start, total = [], 0, 0
+    for end, size in enumerate(sizes):
+        if end > start and total + size > BATCH_POSTINGS:
+            runs.append(slice(start, end))
+            start, total = end, 0
+        total += size
+    if sizes:
+        runs.append(slice(start, len(sizes)))
+    return runs
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts one after the other (the part itself, not a copy, when there is one)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _lift(values: np.ndarray, width: int, sizes: list[int]) -> np.ndarray:
+    """Rows of values (row ``r``: the next ``sizes[r]``, each below ``width``) as keys
+    ``r × width + value``: ascending rows become one ascending array. One row: the values
+    themselves, no pass over them."""
+    if len(sizes) == 1:
+        return values
+    return values + np.repeat(np.arange(len(sizes)) * width, sizes)
+
+
+def _row_sizes(keys: np.ndarray, width: int, rows: int) -> list[int]:
+    """How many of :func:`_lift`'s keys (ascending) are in each of ``rows`` rows."""
+    if rows == 1:
+        return [len(keys)]
+    return np.diff(np.searchsorted(keys, np.arange(rows + 1) * width)).tolist()
+
+
+def _unlift(keys: np.ndarray, width: int, rows: int) -> tuple[np.ndarray, list[int]]:
+    """(the values, the row sizes) of :func:`_lift`'s keys (ascending)."""
+    sizes = _row_sizes(keys, width, rows)
+    if rows == 1:
+        return keys, sizes
+    return keys - np.repeat(np.arange(rows) * width, sizes), sizes
+
+
+def _by_row(numbers: list[float], sizes: list[int]) -> float | np.ndarray:
+    """Row ``r``'s number for each of its ``sizes[r]`` elements (the one number, when there
+    is one row): a product by either is the same float."""
+    return numbers[0] if len(numbers) == 1 else np.repeat(numbers, sizes)
+
+
+def _row_counts(marked: np.ndarray, sizes: list[int]) -> list[int]:
+    """How many of each row's elements are ``marked`` (a boolean per element)."""
+    if len(sizes) == 1:
+        return [int(np.count_nonzero(marked))]
+    rows = len(sizes)
+    return np.bincount(np.repeat(np.arange(rows), sizes)[marked], minlength=rows).tolist()
+
+
+def _row_totals(counts: np.ndarray, sizes: list[int]) -> list[float]:
+    """The sum of each row's counts (whole numbers: exact, in any order)."""
+    if len(sizes) == 1:
+        return [float(counts.sum())]
+    rows = len(sizes)
+    return np.bincount(np.repeat(np.arange(rows), sizes), weights=counts,
+                       minlength=rows).tolist()
+
+
+class _ValueRows:
+    """Some terms' title and date counts side by side, row ``r`` for the ``r``-th term
+    (:func:`_lift`), so that one look-up reads every row's count at its positions."""
+
+    def __init__(self, rows: list[_TermCounts], arrays: ContextArrays) -> None:
+        self.arrays = arrays
+        self.rows = len(rows)
+        self.title_width = _title_values(arrays) + 1  # ids, and the sentinel's
+        self.title_sizes = [len(c.titles) for c in rows]
+        self.titles = _joined([c.titles for c in rows]).astype(np.int64, copy=False)
+        self.in_title = _joined([c.in_title for c in rows])
+        self.title_keys = _lift(self.titles, self.title_width, self.title_sizes)
+        self.dates: np.ndarray | None = None  # None: no row has the term in a date
+        self.date_width = 0
+        if rows[0].in_date is not None and any(c.in_date.any() for c in rows):
+            self.date_width = len(rows[0].in_date)
+            self.dates = _joined([c.in_date for c in rows])
+
+    def title_at(self, at: np.ndarray, sizes: list[int]) -> np.ndarray:
+        """Each row's count in the titles of its positions (row ``r``: the next
+        ``sizes[r]`` of ``at``; 0.0 at the sentinel)."""
+        probe = _lift(self.arrays.title[at], self.title_width, sizes)
+        return _lookup(self.title_keys, self.in_title, probe, self.rows * self.title_width)
+
+    def date_at(self, at: np.ndarray, sizes: list[int]) -> np.ndarray:
+        """Each row's count in the dates of its positions."""
+        return self.dates[_lift(self.arrays.date[at], self.date_width, sizes)]
+
+    def missed_titles(self, title: np.ndarray, sizes: list[int], snapshot: _Snapshot
+                      ) -> list[int]:
+        """The rows whose title counts at their postings (``title``) fall short of their
+        counts over every record: a title the index did not count the term in."""
+        found = _row_totals(title, sizes)
+        every = _row_totals(self.in_title * snapshot.titles.sizes()[self.titles],
+                            self.title_sizes)
+        return [r for r in range(self.rows) if found[r] != every[r]]
 
 
 def _check_weight(name: str, value: float, low: float, high: float) -> None:
@@ -544,17 +642,16 @@ class ContextualScorer(Scorer):
         # Ties are broken by capture time and memory id. An index that knows a position's
         # id (the JSONL one) spares decoding every tied record: only the top ones are read.
         id_at = getattr(index, "memory_id", None)
-        captured = scored.arrays.captured_at
+        captured = scored.arrays.captured_at[listed].tolist()
         keyed = []
-        for position in listed.tolist():
-            total, coverage = self._exact_total(columns, columns.column_of[position])
+        for position, (total, coverage), at in zip(listed.tolist(), self._exact_totals(columns),
+                                                   captured, strict=True):
             if id_at is None:
                 record = _in_scope(index.record(position), query)
                 keyed.append((order_key(total, coverage, record.source.captured_at.timestamp(),
                                         record.memory_id), position, record))
             else:
-                keyed.append((order_key(total, coverage, float(captured[position]),
-                                        id_at(position)), position, None))
+                keyed.append((order_key(total, coverage, at, id_at(position)), position, None))
         keyed.sort(key=lambda item: item[0])
         top = [(key, position, record or _in_scope(index.record(position), query))
                for key, position, record in keyed[:query.limit]]
@@ -577,132 +674,167 @@ class ContextualScorer(Scorer):
                terms: tuple[str, ...]) -> _Scored:
         """Every term scored at its candidates only: the records with a posting for it,
         the records whose title or date has it, and the neighbours of those with it in
-        their own text (whose ``previous``/``next`` field reads that text)."""
+        their own text (whose ``previous``/``next`` field reads that text). Terms go in
+        batches (:func:`_batches`), each one numpy pass, in term order."""
         arrays = context.arrays()
         snapshot = _snapshot(arrays)
+        lists = _surface_lists(view.index)
+        counts = [self._term_counts(view, context, lists, term, arrays.records)
+                  for term in terms]
         # term by term, each estimate from 0.0 (what bincount over them all would add)
         estimates = _Sums(arrays.records)
         bonuses = _Sums(arrays.threads) if self.thread else None
-        rows = tuple(self._term_scores(view, context, arrays, snapshot, term, estimates,
-                                       bonuses) for term in terms)
+        rows: list[_TermScores] = []
+        for batch in _batches([len(c.held) for c in counts]):
+            rows.extend(self._batch_scores(counts[batch], view, context, arrays, snapshot,
+                                           estimates, bonuses))
         positions, totals = estimates.result()
         del estimates
         if bonuses is not None:
             totals = totals + bonuses.at(arrays.thread[positions])
         names = ("own", "title", *(name for name in ("date", "previous", "next")
                                    if getattr(self, name)))
-        return _Scored(terms, names, rows, bool(self.thread), positions, totals, arrays,
-                       view, context)
+        return _Scored(terms, names, tuple(rows), bool(self.thread), positions, totals,
+                       arrays, view, context)
 
-    def _term_scores(self, view: AnalyzedIndex, context: RecordContext,
-                     arrays: ContextArrays, snapshot: _Snapshot, term: str,
-                     estimates: _Sums, bonuses: _Sums | None) -> _TermScores:
-        """One term at its candidates: its counts, where its weighted frequency is > 0 and
-        its part there (added to ``estimates``), and its thread totals (to ``bonuses``)."""
-        end = arrays.records  # the sentinel: no neighbour
+    def _term_counts(self, view: AnalyzedIndex, context: RecordContext,
+                     lists: Callable[[str], tuple[np.ndarray, np.ndarray]], term: str,
+                     records: int) -> _TermCounts:
+        """One term's counts as the index and the title and date fields hold them."""
         surfaces = view.surfaces(term)
-        posted, counts = _term_lists(_surface_lists(view.index), surfaces, end)
+        held, counts = _term_lists(lists, surfaces, records)
         titles, in_title = context.titles.sparse_counts(surfaces)
-        held, title = posted, None
-        if len(titles):
-            values = _title_values(arrays)
-            title = _lookup(titles, in_title, arrays.title[held], values)
-            if float(title.sum()) != snapshot.titles.total(titles, in_title):
-                # a title the index did not count the term in (its own count is below 0)
-                held = union_sorted([held, snapshot.titles.positions(titles)])
-                title = _lookup(titles, in_title, arrays.title[held], values)
-                counts = _at(posted, counts.astype(np.float64), held)
-        term_counts = _TermCounts(held, counts, titles, in_title,
-                                  context.dates.counts(surfaces) if self.date else None)
+        return _TermCounts(held, counts, titles, in_title,
+                           context.dates.counts(surfaces) if self.date else None)
+
+    def _batch_scores(self, batch: list[_TermCounts], view: AnalyzedIndex,
+                      context: RecordContext, arrays: ContextArrays, snapshot: _Snapshot,
+                      estimates: _Sums, bonuses: _Sums | None) -> list[_TermScores]:
+        """Some consecutive terms at their candidates, as one array: row ``r`` (the batch's
+        ``r``-th term) reads position ``p`` as key ``r × (records + 1) + p``, so the rows'
+        keys ascend one row after the other and each step below is one numpy call for all
+        of them. Their parts go to ``estimates``, their thread totals to ``bonuses``, both
+        in term order; what is returned is each term's counts and idfs."""
+        end = arrays.records  # the sentinel: no neighbour
+        stride = end + 1
+        rows = len(batch)
+        values = _ValueRows(batch, arrays)
+        sizes = [len(counts.held) for counts in batch]
+        # as numpy's own index type: every gather and sum below indexes by it
+        held = _joined([counts.held for counts in batch]).astype(np.intp, copy=False)
+        title = values.title_at(held, sizes)
+        missed = values.missed_titles(title, sizes, snapshot)
+        if missed:  # a title the index did not count the term in (its own count is < 0):
+            for r in missed:  # that title's records are candidates too, with count 0 there
+                counts = batch[r]
+                more = union_sorted([counts.held, snapshot.titles.positions(counts.titles)])
+                batch[r] = replace(counts, held=more, counts=_at(
+                    counts.held, counts.counts.astype(np.float64), more))
+            return self._batch_scores(batch, view, context, arrays, snapshot, estimates,
+                                      bonuses)
+        own = _joined([counts.counts for counts in batch]) - title
+        keys = _lift(held, stride, sizes)
         more = []
-        if term_counts.in_date is not None:
-            dated = np.flatnonzero(term_counts.in_date)
-            if len(dated):
-                more.append(snapshot.dates.positions(dated))
+        for r, counts in enumerate(batch):
+            if counts.in_date is not None:
+                dated = np.flatnonzero(counts.in_date)
+                if len(dated):
+                    more.append(r * stride + snapshot.dates.positions(dated))
         for name, links in (("previous", arrays.next), ("next", arrays.previous)):
             if snapshot.linked and getattr(self, name):  # the record after (before) it
                 reached = links[held]                    # reads its text as a neighbour's
-                more.append(reached[reached < end])
-        at = union_sorted([held, *more]) if any(len(p) for p in more) else held
-        fields = self._fields(term_counts, at, arrays, snapshot.linked, title)
-        own = fields["own"] if at is held else (counts if title is None else counts - title)
+                more.append(_lift(reached, stride, sizes)[reached < end])
+        if any(len(p) for p in more):
+            at = union_sorted([keys, *more])
+            # ``held`` is among them, and no other position has the term in its title
+            where = np.searchsorted(at, keys)
+            fields = {"own": np.zeros(len(at)), "title": np.zeros(len(at))}
+            fields["own"][where] = own
+            fields["title"][where] = title
+        else:
+            at = keys
+            fields = {"own": own, "title": title}
+        positions, at_sizes = _unlift(at, stride, rows)
+        if values.dates is not None:
+            fields["date"] = values.date_at(positions, at_sizes)
+        for name, links in (("previous", arrays.previous), ("next", arrays.next)):
+            if snapshot.linked and getattr(self, name):  # its neighbour's own text
+                fields[name] = _lookup(keys, own, _lift(links[positions], stride, at_sizes),
+                                       rows * stride)
         tf = self._tf(fields)
         del fields, title
         matched = tf > 0
         if not matched.all():
             at, tf = at[matched], tf[matched]
-        idf = bm25_idf(len(at), view.searched_records)
-        estimates.add(at, self._part(idf, tf, at, view, context, snapshot))
-        del at, tf, matched
-        thread_idf, kept = 0.0, (None, None)
+            positions, at_sizes = _unlift(at, stride, rows)
+        idf = [bm25_idf(df, view.searched_records) for df in at_sizes]
+        estimates.add(positions, self._part(_by_row(idf, at_sizes), tf, positions, view,
+                                            context, snapshot))
+        del at, positions, tf, matched
+        thread_idf = [0.0] * rows
+        kept: list[tuple[np.ndarray | None, np.ndarray | None]] = [(None, None)] * rows
         if bonuses is not None:
             of = arrays.thread[held]
+            width = arrays.threads + 1
+            lifted = _lift(of, width, sizes)
             inside = of < arrays.threads  # profiles belong to no thread (and have no postings)
             if not inside.all():
-                of, own = of[inside], own[inside]
-            if not len(of) or (of[1:] > of[:-1]).all():  # a thread per position: no sums
-                threads, thread_tf = of, own + 0.0  # what bincount's 0.0 + own would give
+                lifted, own = lifted[inside], own[inside]
+            if not len(lifted) or (lifted[1:] > lifted[:-1]).all():  # a thread per position
+                groups, thread_tf = lifted, own  # bincount's 0.0 + own: own (never −0.0)
             else:
-                threads, group = _groups(of)
+                groups, group = _groups(lifted)
                 # position order within each thread: the order a sum over all records adds in
-                thread_tf = np.bincount(group, weights=own, minlength=len(threads)
+                thread_tf = np.bincount(group, weights=own, minlength=len(groups)
                                         ).astype(np.float64, copy=False)
             del own
-            thread_idf = bm25_idf(int(np.count_nonzero(thread_tf > 0)), arrays.threads)
-            bonuses.add(threads, self._bonus(thread_idf, thread_tf))
-            if len(threads) <= KEPT_THREADS:
-                kept = threads, thread_tf
-        return _TermScores(term_counts, idf, thread_idf, *kept)
+            threads, thread_sizes = _unlift(groups, width, rows)
+            positive = thread_tf > 0
+            thread_idf = [bm25_idf(df, arrays.threads)
+                          for df in _row_counts(positive, thread_sizes)]
+            bonuses.add(threads, self._bonus(_by_row(thread_idf, thread_sizes), thread_tf,
+                                             positive))
+            bounds = np.cumsum([0, *thread_sizes]).tolist()
+            kept = [(threads[lo:hi], thread_tf[lo:hi])
+                    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [_TermScores(counts, idf[r], thread_idf[r], *kept[r])
+                for r, counts in enumerate(batch)]
 
-    def _bonus(self, thread_idf: float, thread_tf: np.ndarray) -> np.ndarray:
+    def _bonus(self, thread_idf: float | np.ndarray, thread_tf: np.ndarray,
+               positive: np.ndarray | None = None) -> np.ndarray:
         """thread × the thread's BM25 part (its own text as one document), per thread:
-        thread · (idf · tf·(k1 + 1) / (tf + k1)), the products taken in place (each is
-        the same float either way round)."""
-        out = np.zeros(len(thread_tf))
-        np.divide(thread_tf * (self.k1 + 1), thread_tf + self.k1, out=out,
-                  where=thread_tf > 0)
+        thread · (idf · tf·(k1 + 1) / (tf + k1)), 0.0 where tf is not > 0 (``positive``,
+        when known), the products taken in place (each is the same float either way
+        round)."""
+        if positive is None:
+            positive = thread_tf > 0
+        out = thread_tf + self.k1
+        if positive.all():  # (a division with ``where`` takes several times as long)
+            np.divide(thread_tf * (self.k1 + 1), out, out=out)
+        else:
+            np.divide(thread_tf * (self.k1 + 1), out, out=out, where=positive)
+            out[~positive] = 0.0
         out *= thread_idf
         out *= self.thread
         return out
 
-    def _fields(self, counts: _TermCounts, at: np.ndarray, arrays: ContextArrays,
-                linked: bool, title: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """Raw counts per field at ``at`` (positions in any order), fields in weight order;
-        a field that is 0 everywhere (no neighbours, no date with the term) is left out:
-        adding its zeros would change no sum. ``title``: the title counts at ``held``,
-        when ``at`` is ``held`` and they are known (``None``: none has the term, or not
-        known)."""
-        values = _title_values(arrays)
-        if at is counts.held:
-            if title is None:
-                title = counts.title_at(arrays.title[at], values)
-            fields = {"own": counts.counts - title, "title": title}
-        else:  # no position outside ``held`` has the term in its title
-            title = counts.title_at(arrays.title[at], values)
-            fields = {"own": _at(counts.held, counts.counts, at) - title, "title": title}
-        if counts.in_date is not None and counts.in_date.any():
-            fields["date"] = counts.in_date[arrays.date[at]]
-        for name, links in (("previous", arrays.previous), ("next", arrays.next)):
-            if linked and getattr(self, name):
-                fields[name] = counts.own_at(links[at], arrays)
-        return fields
-
     def _tf(self, fields: dict[str, np.ndarray]) -> np.ndarray:
         """The weighted frequency: 0.0 + Σ weight × count, the fields added in their order,
-        in place (none of the partial sums is −0.0, so a field of zeros left out changes no
-        bit)."""
+        in place. No count is −0.0 (a difference of whole counts never is), so neither is
+        any partial sum: the leading 0.0 changes no bit, nor does a field of zeros left
+        out."""
         total = None
         for name, values in fields.items():
             if total is None:
                 total = getattr(self, name) * values
-                total += 0.0
             else:
                 total += getattr(self, name) * values
         return total
 
-    def _part(self, idf: float, tf: np.ndarray, at: np.ndarray, view: AnalyzedIndex,
-              context: RecordContext, snapshot: _Snapshot) -> np.ndarray:
-        """idf × tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avg|d|)) at ``at``."""
+    def _part(self, idf: float | np.ndarray, tf: np.ndarray, at: np.ndarray,
+              view: AnalyzedIndex, context: RecordContext, snapshot: _Snapshot) -> np.ndarray:
+        """idf × tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avg|d|)) at ``at`` (``idf``: one,
+        or one per element)."""
         if self.b:
             searched = view.searched_records
             average = view.total_length / searched if searched else 0.0
@@ -718,63 +850,66 @@ class ContextualScorer(Scorer):
 
     def _columns(self, scored: _Scored, positions: np.ndarray) -> _Columns:
         """The numbers at ``positions`` (a few: the shortlist), 0 where a term is absent:
-        computed again from each term's counts, as :meth:`_term_scores` computed them."""
+        computed again from each term's counts, by the operations :meth:`_batch_scores`
+        used, on every term × position at once."""
         arrays = scored.arrays
         snapshot = _snapshot(arrays)
-        shape = (len(scored.terms), len(positions))
-        fields = {name: np.zeros(shape) for name in scored.field_names}
-        tf, part, matched = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
+        terms, width = len(scored.terms), len(positions)
+        values = _ValueRows([row.counts for row in scored.rows], arrays)
+        at = np.tile(positions, terms)
+        sizes = [width] * terms
+        linked = snapshot.linked and bool(self.previous or self.next)
+        # each term's count at the positions (and at their neighbours): a search per term
+        probe = (np.concatenate((positions, arrays.previous[positions],
+                                 arrays.next[positions])) if linked else positions)
+        counts = np.concatenate([_lookup(r.counts.held, r.counts.counts, probe, arrays.records)
+                                 for r in scored.rows])
+        title = values.title_at(np.tile(probe, terms), [len(probe)] * terms)
+        own = (counts - title).reshape(terms, -1)
+        fields = {"own": own[:, :width].ravel(),
+                  "title": title.reshape(terms, -1)[:, :width].ravel()}
+        if values.dates is not None:
+            fields["date"] = values.date_at(at, sizes)
+        for name, block in (("previous", 1), ("next", 2)):
+            if linked and getattr(self, name):
+                fields[name] = own[:, block * width:(block + 1) * width].ravel()
+        tf = self._tf(fields)  # the same sum, so the same floats
+        found = tf > 0  # exactly the positions where the term counted
+        idf = np.repeat(scored.idf, width)
+        part = np.zeros(len(tf))
+        part[found] = self._part(idf[found], tf[found], at[found], scored.view,
+                                 scored.context, snapshot)
+        shape = (terms, width)
         thread_tf = bonus = None
         if scored.threaded:
-            thread_tf, bonus = np.zeros(shape), np.zeros(shape)
             threads = arrays.thread[positions]
-        for r, row in enumerate(scored.rows):
-            here = self._fields(row.counts, positions, arrays, snapshot.linked)
-            for name, values in here.items():
-                fields[name][r] = values
-            row_tf = self._tf(here)  # the same sum, so the same floats
-            found = row_tf > 0  # exactly the positions where the term counted
-            matched[r] = found
-            tf[r, found] = row_tf[found]
-            part[r, found] = self._part(row.idf, row_tf[found], positions[found],
-                                        scored.view, scored.context, snapshot)
-            if scored.threaded:
-                if row.threads is None:
-                    thread_tf[r] = self._thread_tf(row.counts, threads, arrays)
-                else:
-                    found, at = lookup_postings(row.threads, threads)
-                    thread_tf[r, found] = row.thread_tf[at]
-                bonus[r] = self._bonus(row.thread_idf, thread_tf[r])
-        return _Columns({p: c for c, p in enumerate(positions.tolist())}, fields, tf,
-                        matched, part, thread_tf, bonus)
+            thread_tf = np.stack([_lookup(term.threads, term.thread_tf, threads, arrays.threads)
+                                  for term in scored.rows])
+            bonus = self._bonus(np.array(scored.thread_idf)[:, None], thread_tf)
+        named = {name: np.zeros(shape) for name in scored.field_names}
+        for name, values in fields.items():
+            named[name] = values.reshape(shape)
+        return _Columns({p: c for c, p in enumerate(positions.tolist())}, named,
+                        np.where(found, tf, 0.0).reshape(shape), found.reshape(shape),
+                        part.reshape(shape), thread_tf, bonus)
 
     @staticmethod
-    def _thread_tf(counts: _TermCounts, threads: np.ndarray, arrays: ContextArrays
-                   ) -> np.ndarray:
-        """The term's own-text count summed over each of ``threads`` (a few, any order; a
-        sum of whole counts, so the same in any order)."""
-        wanted = distinct(threads)
-        hit, which = lookup_postings(wanted, arrays.thread[counts.held])
-        if not len(which):
-            return np.zeros(len(threads))
-        at = counts.held[hit]
-        own = counts.counts[hit] - counts.title_at(arrays.title[at], _title_values(arrays))
-        sums = np.bincount(which, weights=own, minlength=len(wanted))
-        return sums[np.searchsorted(wanted, threads)]
-
-    @staticmethod
-    def _exact_total(columns: _Columns, column: int) -> tuple[float, float]:
-        """(total, coverage) of one position, rounded exactly as the breakdown shows them."""
+    def _exact_totals(columns: _Columns) -> list[tuple[float, float]]:
+        """(total, coverage) of each position, rounded exactly as the breakdown shows them
+        (read as Python lists once: a few positions, a few terms)."""
         digits = SCORE_DECIMALS
-        parts = columns.part[:, column].tolist()
-        matched = columns.matched[:, column].tolist()
-        lexical = round(sum(round(v, digits) for v, hit in zip(parts, matched, strict=True)
-                            if hit), digits)
-        bonus = 0.0
-        if columns.bonus is not None:
-            bonus = round(sum(round(v, digits) for v in columns.bonus[:, column].tolist()
-                              if v > 0), digits)
-        return round(lexical + bonus, digits), round(sum(matched) / len(matched), digits)
+        matched = columns.matched.T.tolist()
+        bonuses = (columns.bonus.T.tolist() if columns.bonus is not None
+                   else [()] * len(matched))
+        totals = []
+        for parts, hits, bonus_parts in zip(columns.part.T.tolist(), matched, bonuses,
+                                            strict=True):
+            lexical = round(sum(round(v, digits) for v, hit in zip(parts, hits, strict=True)
+                                if hit), digits)
+            bonus = round(sum(round(v, digits) for v in bonus_parts if v > 0), digits)
+            totals.append((round(lexical + bonus, digits),
+                           round(sum(hits) / len(hits), digits)))
+        return totals
 
 
 class _Explainer:
@@ -784,7 +919,19 @@ class _Explainer:
                  view: AnalyzedIndex, context: RecordContext, words: tuple[QueryWord, ...],
                  positions: np.ndarray) -> None:
         self.scorer = scorer
-        self.columns: _Columns | None = columns
+        # the hits' columns, as Python lists (what each breakdown reads)
+        self.hit_of = {position: hit for hit, position in enumerate(positions.tolist())}
+        hits = [columns.column_of[position] for position in positions.tolist()]
+        self.part = columns.part[:, hits].T.tolist()
+        self.matched = columns.matched[:, hits].T.tolist()
+        self.tf = columns.tf[:, hits].T.tolist()
+        self.bonus = self.thread_tf = None
+        if columns.bonus is not None:
+            self.bonus = columns.bonus[:, hits].T.tolist()
+            self.thread_tf = columns.thread_tf[:, hits].T.tolist()
+        # hit × term × field counts
+        self.by_field = np.stack([counts[:, hits] for counts in columns.fields.values()],
+                                 axis=-1).transpose(1, 0, 2).tolist()
         self.terms = scored.terms
         self.arrays = scored.arrays
         self.context = context
@@ -796,12 +943,11 @@ class _Explainer:
         self.idf = [_r(v) for v in scored.idf]
         self.thread_idf = [_r(v) for v in scored.thread_idf]
         self.field_names = scored.field_names
-        arrays = scored.arrays
         # the surface forms of terms that have several: their own-text counts at the hits
         # and at the hits' neighbours (a term with one form needs no look-up)
-        self.at = distinct(np.concatenate(
-            (positions, arrays.previous[positions], arrays.next[positions])))
-        self.column_of = {int(at): column for column, at in enumerate(self.at)}
+        self.positions = positions
+        self.at: np.ndarray | None = None  # those positions, on first need
+        self.column_of: dict[int, int] = {}
         self.surface_counts: dict[str, dict[str, list[int]]] = {}  # filled on first need
         self.lists = _surface_lists(view.index)
         self.several: dict[str, tuple[str, ...]] = {}
@@ -827,6 +973,11 @@ class _Explainer:
         """Which surface forms of ``term`` occur in which field of the record at ``position``."""
         if term in self.single:  # one form, found wherever the term was counted
             return {name: self.single[term] for name in tf}
+        if self.at is None:
+            positions, arrays = self.positions, self.arrays
+            self.at = distinct(np.concatenate(
+                (positions, arrays.previous[positions], arrays.next[positions])))
+            self.column_of = {int(at): column for column, at in enumerate(self.at)}
         counts = self.surface_counts.get(term)
         if counts is None:
             counts = self.surface_counts[term] = {
@@ -852,23 +1003,21 @@ class _Explainer:
     def __call__(self, position: int, record: StoredMemory,
                  as_of: datetime) -> ContextualBreakdown:
         """The breakdown of the hit at ``position``: its totals now, its detail on demand."""
-        columns = self.columns
-        column = columns.column_of[position]
+        hit = self.hit_of[position]
         digits = SCORE_DECIMALS
-        part = columns.part[:, column].tolist()
-        rows = [row for row, hit in enumerate(columns.matched[:, column].tolist()) if hit]
+        part = self.part[hit]
+        rows = [row for row, found in enumerate(self.matched[hit]) if found]
         term_contributions = {self.terms[row]: round(part[row], digits) for row in rows}
         lexical = round(sum(term_contributions.values()), digits)
         bonus = 0.0
         thread_column = thread_tf = None
-        if columns.bonus is not None:
-            thread_column = columns.bonus[:, column].tolist()
-            thread_tf = columns.thread_tf[:, column].tolist()
+        if self.bonus is not None:
+            thread_column = self.bonus[hit]
+            thread_tf = self.thread_tf[hit]
             bonus = round(sum(round(v, digits) for v in thread_column if v > 0), digits)
         detail = functools.partial(
             self.detail, position, thread_of(record.source.source_id), rows,
-            self._by_field(column), columns.tf[:, column].tolist(),
-            term_contributions, thread_column, thread_tf)
+            self.by_field[hit], self.tf[hit], term_contributions, thread_column, thread_tf)
         return ContextualBreakdown(
             matched_terms=tuple(term_contributions),
             query_term_count=len(self.terms),
@@ -886,14 +1035,10 @@ class _Explainer:
             _explain=detail,
         )
 
-    def _by_field(self, column: int) -> list[list[float]]:
-        """Term × field counts of one hit."""
-        return np.array([counts[:, column] for counts in self.columns.fields.values()]
-                        ).T.tolist()
-
     def release(self) -> None:
         """Drop the query's numbers: the hits' detail needs only what each one captured."""
-        self.columns = None
+        self.part = self.matched = self.tf = self.bonus = self.thread_tf = None
+        self.by_field = None
 
     def detail(self, position: int, thread_name: str, rows: list[int],
                by_field: list[list[float]], tf_total: list[float],

@@ -20,6 +20,7 @@ from labmem.recall import (
     QueryWord,
     RemoteMemoryStore,
     SqliteMemoryStore,
+    analyzers,
     english_stop_words,
     open_term_index,
     record_terms,
@@ -187,6 +188,23 @@ def test_appends_later_extend_the_groups(tmp_path, backend):
     # the analyzed terms that records from position 1 on brought in (stop words dropped)
     assert set(view.vocabulary(1)) == {"run", "daili", "ran"}
     assert_agrees(view, store, ENGLISH)
+
+
+def test_surfaces_kept_between_look_ups_see_new_groups_at_once(tmp_path, monkeypatch):
+    """A term's surface forms are kept for the next look-up (a query asks for each term more
+    than once); a surface grouped since (a derived field's word) shows at once, and no more
+    than SURFACES_KEPT terms are kept."""
+    store = make_store(tmp_path)
+    add(store, "a", "running late")
+    view = AnalyzedIndex(open_term_index(store), ENGLISH)
+    view.refresh()
+    assert view.surfaces("run") == ("running",)
+    view.add_surfaces(["runs"])  # e.g. a word of a date or a title
+    assert view.surfaces("run") == ("running", "runs")
+    monkeypatch.setattr(analyzers, "SURFACES_KEPT", 2)
+    assert [view.surfaces(t) for t in ("late", "absent", "run")] == [
+        ("late",), (), ("running", "runs")]
+    assert len(view._surfaces) <= 2
 
 
 def test_the_sqlite_vocabulary_lists_each_term_once_with_its_first_record(tmp_path):

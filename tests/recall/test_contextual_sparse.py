@@ -205,17 +205,17 @@ def assert_same(engines, texts):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=records, weights=scorers, texts=queries, split=st.integers(0, 16),
        backend=st.sampled_from(["jsonl", "sqlite"]), slots=st.sampled_from([0, 4, 10**9]),
-       kept=st.sampled_from([0, 4096]))
+       batch=st.sampled_from([0, 3, 1 << 14]))
 def test_the_sparse_scorer_is_the_dense_one_bit_for_bit(specs, weights, texts, split, backend,
-                                                        slots, kept, tmp_path_factory):
-    saved = contextual.SLOT_SUMS, contextual.KEPT_THREADS
-    # SLOT_SUMS 0: sums always by sorting; KEPT_THREADS 0: the shortlist's thread totals
-    # always summed again from the counts
-    contextual.SLOT_SUMS, contextual.KEPT_THREADS = slots, kept
+                                                        slots, batch, tmp_path_factory):
+    saved = contextual.SLOT_SUMS, contextual.BATCH_POSTINGS
+    # SLOT_SUMS 0: sums always by sorting; BATCH_POSTINGS 0: every term scored alone, 3: a
+    # few short ones together, 1 << 14: all of them as one array
+    contextual.SLOT_SUMS, contextual.BATCH_POSTINGS = slots, batch
     try:
         check_store(tmp_path_factory.mktemp("sparse"), backend, specs, weights, texts, split)
     finally:
-        contextual.SLOT_SUMS, contextual.KEPT_THREADS = saved
+        contextual.SLOT_SUMS, contextual.BATCH_POSTINGS = saved
 
 
 def check_store(directory, backend, specs, weights, texts, split):
@@ -279,3 +279,33 @@ def test_many_terms_and_one_candidate_sum_in_the_same_order(tmp_path, backend, s
     engines = [RecallEngine(store, scorer=ContextualScorer()),
                RecallEngine(store, scorer=DenseReference())]
     assert_same(engines, [" ".join(words), " ".join(words + ["zulu"])])
+
+
+@pytest.mark.parametrize("slots", [0, 10**9])
+def test_sums_add_a_repeated_key_in_the_order_given(monkeypatch, slots):
+    """A batch of terms adds one position once per term: each key's sum takes its values in
+    the order added, from 0.0, with slots or without (what a Python loop gives)."""
+    monkeypatch.setattr(contextual, "SLOT_SUMS", slots)
+    rng = np.random.default_rng(7)
+    keys = [np.array([3, 1, 3, 0]), np.array([1, 1, 4]), np.array([0])]
+    values = [rng.random(len(k)) * 10.0 ** rng.integers(-8, 8, len(k)) for k in keys]
+    expected = {}
+    for ks, vs in zip(keys, values, strict=True):
+        for k, v in zip(ks.tolist(), vs.tolist(), strict=True):
+            expected[k] = expected.get(k, 0.0) + v
+    sums = contextual._Sums(6)
+    for ks, vs in zip(keys, values, strict=True):
+        sums.add(ks, vs)
+    found, totals = sums.result()
+    assert found.tolist() == sorted(expected)
+    assert totals.tolist() == [expected[k] for k in sorted(expected)]
+    assert sums.at(np.array([4, 2, 6, 3])).tolist() == [expected[4], 0.0, 0.0, expected[3]]
+
+
+def test_terms_are_batched_in_order_up_to_the_cap(monkeypatch):
+    monkeypatch.setattr(contextual, "BATCH_POSTINGS", 10)
+    assert contextual._batches([3, 4, 5, 20, 1, 1]) == [slice(0, 2), slice(2, 3), slice(3, 4),
+                                                        slice(4, 6)]
+    assert contextual._batches([]) == []
+    monkeypatch.setattr(contextual, "BATCH_POSTINGS", 0)  # every term alone
+    assert contextual._batches([0, 2]) == [slice(0, 1), slice(1, 2)]
