@@ -69,29 +69,14 @@ once into ``CACHE``; each engine builds its on-disk index in one child (labmem J
 first recall writes the sidecar; SQLite FTS5 and tantivy: their files), then a *new*
 child opens it and answers one query ("open + first recall"), then times 200 queries
 (steady p50/p95), and reports its own peak RSS (VmHWM). ``labmem recall`` is timed end to
-end beside ``python -c "import labmem.recall"``. Figures of the committed run
-(``bench/results/recall_cold.md``; load average 3.6 before, 2.6 after, on 2 shared CPUs),
-at 100,000 records, every target of the issue, met or not:
-
-* open + first recall ÷ FTS5's (target ≤ 4): bm25 0.215 s = ×9.0, teaching ×9.5,
-  contextual 0.579 s = ×24 — NOT met (FTS5 0.024 s; an earlier run of this table, a little
-  before its last SQLite change, gave FTS5 0.051 s and bm25 ×2.8: the ratio is noisy at
-  these sizes). Without the sidecar (the old behaviour) 19.7 s; the SQLite backend opens
-  and answers in 0.024 s (×1.0).
-* peak RSS ÷ FTS5's (target ≤ 2): bm25 121 MiB = ×2.9, teaching ×2.9, contextual
-  234 MiB = ×5.6 — NOT met (FTS5 42 MiB; no sidecar: 339 MiB).
-* steady p50 ÷ tantivy's (target ≤ 3): bm25 3.1 ms = ×14, teaching 4.9 ms = ×22,
-  contextual 38 ms = ×176 — NOT met (tantivy 0.22 ms). MaxScore pruning helps most
-  where a query holds a common word (in-process, best of 3 per query, 200 queries: bm25
-  median 1.04 ms pruned vs 1.25 ms exhaustive, ×6.6 faster on the longest query); what
-  remains is mostly explaining the ten hits in Python (~60 µs each).
-* SQLite backend file ÷ JSONL (target ≤ 1.5): 105.8 MiB ÷ 72.2 MiB = ×1.47 — met (×4.06
-  with one row per posting); its p95 ÷ its p50 (target ≤ 3): 12.6 ÷ 7.1 ms = ×1.78 — met.
-  Smaller stores carry the fixed cost of empty 16 KiB pages and of every distinct term:
-  ×1.86 and p95 ÷ p50 ×1.39 at 10,000 records; ×3.08 and ×3.38 (NOT met) at 1,000.
-* ``labmem recall`` at 10,000 records ÷ ``import labmem.recall`` (target ≤ 1.5):
-  0.623 ÷ 0.342 s = ×1.82 — NOT met (at 1,000: ×1.35, met).
-* The MMU open at 100k pages is bench/mmu.py's.
+end beside ``python -c "import labmem.recall"``. The figures, every target of the issue
+met or not, are in ``bench/results/recall_cold.md`` (the committed run, the other runs of
+the same code beside it, and where a query's time goes) and in the README's headline; they
+are not repeated here, where they would go stale. Two things to know when reading them:
+between runs of identical code on a shared machine the p50 ratios move by ±30%, so compare
+code versions in one process; and the SQLite backend's file ratio is worst at small sizes,
+where empty 16 KiB pages and the fixed cost of every distinct term dominate. The MMU open at
+100k pages is bench/mmu.py's.
 
 Run it::
 
