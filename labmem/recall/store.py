@@ -45,7 +45,7 @@ from labmem.core.errors import (
     validated_as,
 )
 from labmem.core.provenance import MAX_SOURCE_CHARS, MemorySource, scope_digest
-from labmem.core.storage import JsonlLog, LockFactory, file_lock
+from labmem.core.storage import JsonlLog, LockFactory, file_lock, file_signature
 from labmem.core.validation import require_text
 
 __all__ = [
@@ -446,10 +446,16 @@ class RemoteMemoryStore:
         """Every record: a prefix known by its ids alone is decoded first (from the start)."""
         if self._prefix_ids is not None:
             replaced = self._log
+            now = file_signature(replaced.path)
+            if replaced.identity is not None and (now and now[:2]) != replaced.identity:
+                raise RemoteMemoryCorruptionError(  # what the log itself says of a new inode
+                    replaced.path.name, None,
+                    "the file was replaced behind this reader (another inode under the same "
+                    "name)")
             self._earlier_bytes += replaced.bytes_read
             self._records, self._by_id, self._latest_profile = [], {}, None
             self._prefix_ids = None
-            self._log = self._new_log(replaced.path, identity=replaced.identity)
+            self._log = self._new_log(replaced.path)
         self._follow()
 
     def _follow(self) -> None:

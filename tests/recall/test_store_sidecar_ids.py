@@ -79,3 +79,13 @@ def test_concurrent_appends_of_one_id_before_any_read_store_exactly_one(records)
         lambda i, s: (str(records), s.start, s.pause, False, s.results, False), 4))
     assert outcomes == ["duplicate"] * 3 + ["stored"]
     assert len(records.read_bytes().splitlines()) == lines + 1
+
+
+def test_a_file_replaced_after_an_append_by_ids_is_refused_on_the_first_read(records):
+    store = open_store(records)
+    store.append_many(drafts(970, 1, "z"))
+    copy = records.with_name("copy.jsonl")
+    copy.write_bytes(records.read_bytes())
+    copy.replace(records)  # the same bytes under another inode
+    with pytest.raises(RemoteMemoryCorruptionError, match="replaced"):
+        store.read_all()
