@@ -489,18 +489,18 @@ def string_key(encoded: bytes) -> int:
 def string_keys(buffer, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """:func:`string_key` of every ``buffer[start:end]`` at once (uint64, which wraps
     modulo 2^64): sixteen gathers of one byte per string, not a loop over the strings."""
-    data = np.frombuffer(buffer, dtype=np.uint8)
+    # one zero byte past the buffer: where a string shorter than eight bytes reads it
+    data = np.append(np.frombuffer(buffer, dtype=np.uint8), np.uint8(0))
+    outside = len(data) - 1
     starts, ends = starts.astype(np.int64), ends.astype(np.int64)
     lengths = ends - starts
     first = np.zeros(len(starts), dtype=np.uint64)
     last = np.zeros(len(starts), dtype=np.uint64)
     for at in range(8):
         inside = at < lengths
-        first = (first << np.uint64(8)) | np.where(
-            inside, data[np.where(inside, starts + at, 0)] if len(data) else 0, 0
-        ).astype(np.uint64)
-        last |= np.where(inside, data[np.where(inside, ends - 1 - at, 0)] if len(data)
-                         else 0, 0).astype(np.uint64) << np.uint64(8 * at)
+        first = (first << np.uint64(8)) | data[np.where(inside, starts + at, outside)]
+        last |= data[np.where(inside, ends - 1 - at, outside)].astype(np.uint64) << np.uint64(
+            8 * at)
     with np.errstate(over="ignore"):
         return ((first * np.uint64(_KEY_FIRST)) ^ (last * np.uint64(_KEY_LAST))
                 ^ (lengths.astype(np.uint64) * np.uint64(_KEY_LENGTH)))

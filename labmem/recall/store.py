@@ -447,7 +447,8 @@ class RemoteMemoryStore:
         if self._prefix_ids is not None:
             replaced = self._log
             now = file_signature(replaced.path)
-            if replaced.identity is not None and (now and now[:2]) != replaced.identity:
+            if replaced.identity is not None and (
+                    now is None or (now.device, now.inode) != replaced.identity):
                 raise RemoteMemoryCorruptionError(  # what the log itself says of a new inode
                     replaced.path.name, None,
                     "the file was replaced behind this reader (another inode under the same "
