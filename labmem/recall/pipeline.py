@@ -46,6 +46,7 @@ from labmem.recall.index import (
 )
 from labmem.recall.pruning import (
     MIN_SKIPPED,
+    kth_largest,
     prune_estimate,
     term_bits,
     term_extremes,
@@ -437,8 +438,7 @@ def shortlist(positions: np.ndarray, estimates: np.ndarray, limit: int,
     """
     if len(positions) <= limit:
         return positions
-    kth_best = np.partition(estimates, len(estimates) - limit)[len(estimates) - limit]
-    return positions[estimates >= kth_best - tolerance]
+    return positions[estimates >= kth_largest(estimates, limit) - tolerance]
 
 
 #: The skipped terms' bits (:func:`~labmem.recall.pruning.term_bits`) an engine keeps

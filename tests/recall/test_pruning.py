@@ -198,3 +198,39 @@ def test_lookup_postings_finds_exactly_the_shared_records(posted, wanted, dtype,
     index_of = {int(p): i for i, p in enumerate(positions)}
     assert hit.tolist() == [int(c) in index_of for c in candidates]
     assert at.tolist() == [index_of[int(c)] for c in candidates if int(c) in index_of]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 10), st.integers(0, 40), st.sampled_from([0, 16, 10**9]),
+       st.data())
+def test_kth_largest_is_the_full_partitions_answer(k, extra, sampled_from, data):
+    """Sampling first (from ``SAMPLED_KTH_MIN`` values on) or not, the ``k``-th largest is
+    what a partition of every value gives: with ties, repeated values, negative zero and
+    NaN (which sorts last)."""
+    size = k * 64 + extra
+    pool = st.sampled_from([0.0, -0.0, 1.0, 0.5, 2.0, float("nan"), -3.0, 1e-9])
+    values = np.array(data.draw(st.lists(st.one_of(pool, st.floats(-5, 5)),
+                                         min_size=size, max_size=size)), dtype=np.float64)
+    expected = np.partition(values, size - k)[size - k]
+    saved, pruning.SAMPLED_KTH_MIN = pruning.SAMPLED_KTH_MIN, sampled_from
+    try:
+        found = pruning.kth_largest(values, k)
+    finally:
+        pruning.SAMPLED_KTH_MIN = saved
+    assert (np.isnan(found) and np.isnan(expected)) or found == expected
+
+
+def test_kth_largest_partitions_only_what_passes_the_samples_floor(monkeypatch):
+    """On 100,000 values the full array is never partitioned: only the sample and the
+    values at or above its k-th largest, about √(100,000 × 10) = 1,000 each."""
+    values = np.random.default_rng(3).random(100_000)
+    sizes = []
+    real = np.partition
+
+    def counting(array, kth):
+        sizes.append(len(array))
+        return real(array, kth)
+
+    monkeypatch.setattr(pruning.np, "partition", counting)
+    assert pruning.kth_largest(values, 10) == np.sort(values)[-10]
+    assert len(sizes) == 2 and max(sizes) < 3_000, sizes
