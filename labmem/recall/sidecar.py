@@ -39,9 +39,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import weakref
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,8 +211,8 @@ def _load_sidecar(records_path: Path, user_scope: str) -> Sidecar:
             records_checked = file_signature(records_path)
             side_checked = FileSignature.of(os.fstat(handle.fileno()))
             try:
-                check_body(handle.fileno(), header)
-                _check_records_file(records_path, meta)
+                _both(lambda: check_body(handle.fileno(), header),
+                      lambda: _check_records_file(records_path, meta))
                 if FileSignature.of(os.fstat(handle.fileno())) == side_checked:
                     _finish_stamp(stamp, records_path, side_checked, records_checked)
             finally:
@@ -223,6 +224,28 @@ def _load_sidecar(records_path: Path, user_scope: str) -> Sidecar:
              for name, (offset, dtype, count) in header.layout.items()}
     return Sidecar(meta, where, file, "stamp" if stamped else "checksums",
                    (side_stat.st_dev, side_stat.st_ino, size, header.body_crc32))
+
+
+def _both(first: Callable[[], None], second: Callable[[], None]) -> None:
+    """Run two whole-file checks at once (zlib's CRC-32 and the reads let go of the GIL,
+    so on two cores the sidecar's body and the records' prefix are read side by side);
+    ``first``'s error wins, as if it had run first."""
+    failed: list[BaseException] = []
+
+    def run_first() -> None:
+        try:
+            first()
+        except BaseException as exc:  # handed to the caller's thread below
+            failed.append(exc)
+
+    worker = threading.Thread(target=run_first, name="labmem-sidecar-check", daemon=True)
+    worker.start()
+    try:
+        second()
+    finally:
+        worker.join()
+        if failed:
+            raise failed[0]
 
 
 # -- the stamp: "both files were checked in full, and have not been written since" -------

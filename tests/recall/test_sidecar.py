@@ -486,3 +486,28 @@ def test_find_tells_apart_strings_whose_keys_collide():
     assert [packed.find(text) for text in strings] == [0, 1, 2, 0]  # the first of twins
     assert packed.find("prefix00dddsuffix00") is None
     assert PackedStrings.of([]).find("") is None and PackedStrings.of([""]).find("") == 0
+
+
+def test_both_checks_run_and_the_first_ones_error_wins():
+    """The sidecar's body and the records' prefix are checked at once (two threads);
+    whichever fails, the reason given is the one the sequential order would give."""
+    from labmem.recall.sidecar import _both
+
+    ran = []
+
+    def body_bad():
+        ran.append("body")
+        raise ValueError("body")
+
+    def records_bad():
+        ran.append("records")
+        raise KeyError("records")
+
+    with pytest.raises(ValueError, match="body"):
+        _both(body_bad, records_bad)
+    assert sorted(ran) == ["body", "records"]
+    with pytest.raises(KeyError, match="records"):
+        _both(lambda: None, records_bad)
+    with pytest.raises(ValueError, match="body"):
+        _both(body_bad, lambda: None)
+    _both(lambda: None, lambda: None)
