@@ -33,7 +33,9 @@ ones together, as one array, so that a query of rare words pays numpy's cost per
 once; a common one alone — their parts go into the query's sums as soon as they are
 computed, and what is kept of a term is its counts (the index's own arrays) and its total
 per thread; at the few shortlisted positions every number is computed again from them,
-by the same operations, so to the same bits.
+by the same operations, so to the same bits. Between queries, a snapshot of the context
+keeps the counts of the terms asked lately (a few MB at most, :data:`TERM_CACHE_NUMBERS`):
+they change only when records are added, and a conversation comes back to its subjects.
 
 The weights were chosen on the labeled set's tune split and the even-indexed LoCoMo
 conversations only (``bench/tune_contextual.py``); the odd half is never used to tune.
@@ -42,12 +44,13 @@ conversations only (``bench/tune_contextual.py``); the odd half is never used to
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -187,7 +190,8 @@ class _TermCounts:
     counts: np.ndarray  # the index's count: own text and title together
     titles: np.ndarray  # title value ids (ascending) whose title has the term
     in_title: np.ndarray  # its count in each of those
-    in_date: np.ndarray | None  # per date value (None: no date weight)
+    in_date: np.ndarray | None  # per date value (None: no date has it, or no date weight)
+    lent: bool = False  # ``held`` and ``counts`` are the index's own arrays
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,6 +223,17 @@ class _Columns:
     part: np.ndarray
     thread_tf: np.ndarray | None  # None: no thread weight
     bonus: np.ndarray | None
+
+
+class _Exact(NamedTuple):
+    """One shortlisted position's numbers, rounded as its breakdown shows them."""
+
+    rows: list[int]  # the terms that count there
+    contributions: list[float]  # theirs, in that order
+    lexical: float
+    bonus: float
+    total: float
+    coverage: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -351,8 +366,9 @@ def _lookup(keys: np.ndarray, numbers: np.ndarray, values: np.ndarray, size: int
         return np.zeros(len(values))
     if SEARCH_RATIO * len(values) < size:
         probe = values.astype(keys.dtype, copy=False)  # no copy of the keys
-        at = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
-        return np.where(keys[at] == probe, numbers[at], 0.0)
+        at = np.searchsorted(keys, probe)  # "clip": past the end reads the last key
+        return np.where(keys.take(at, mode="clip") == probe, numbers.take(at, mode="clip"),
+                        0.0)
     slots = np.zeros(size + 1)
     slots[keys] = numbers
     return slots[values]
@@ -361,6 +377,16 @@ def _lookup(keys: np.ndarray, numbers: np.ndarray, values: np.ndarray, size: int
 def _title_values(arrays: ContextArrays) -> int:
     """How many title values there are: the sentinel's."""
     return int(arrays.title[arrays.records])
+
+
+def _date_values(arrays: ContextArrays) -> int:
+    """How many date values there are: the sentinel's."""
+    return int(arrays.date[arrays.records])
+
+
+def _in_date(counts: _TermCounts, width: int) -> np.ndarray:
+    """A term's count per date value (``width`` of them): zeros when no date has it."""
+    return np.zeros(width) if counts.in_date is None else counts.in_date
 
 
 def _surface_lists(index: TermIndex) -> Callable[[str], tuple[np.ndarray, np.ndarray]]:
@@ -416,6 +442,19 @@ class _ByValue:
         return self._order[begin + np.arange(len(begin))]
 
 
+#: How many numbers (array elements) of query terms' counts a snapshot keeps between
+#: queries (:meth:`_Snapshot.term_counts`): about 4 MB at most. A conversation asks about
+#: the same things again and again, and a term's counts change only with the snapshot.
+TERM_CACHE_NUMBERS = 1 << 19
+
+
+def _numbers(counts: _TermCounts) -> int:
+    """How many numbers a term's counts hold beyond the index's own arrays."""
+    postings = 0 if counts.lent else 2 * len(counts.held)
+    dates = 0 if counts.in_date is None else len(counts.in_date)
+    return postings + 2 * len(counts.titles) + dates
+
+
 class _Snapshot:
     """What a query reads from one :class:`ContextArrays` beyond the arrays themselves,
     computed once per snapshot (the snapshot changes only when records are added)."""
@@ -427,11 +466,30 @@ class _Snapshot:
         self._lengths: np.ndarray | None = None
         # does any record have a neighbour? (if none does, the neighbour fields are all 0)
         self.linked = bool((arrays.previous[:end] < end).any())
+        self._terms: dict[tuple, _TermCounts] = {}  # the least recently used first
+        self._kept = 0  # the numbers they hold
 
     def lengths(self, context: RecordContext) -> np.ndarray:
         if self._lengths is None:
             self._lengths = context.lengths()
         return self._lengths
+
+    def term_counts(self, key: tuple, compute: Callable[[], _TermCounts]) -> _TermCounts:
+        """The counts ``compute`` gives for ``key``, kept while they fit in
+        :data:`TERM_CACHE_NUMBERS` (a term that alone takes an eighth of it is not kept:
+        its counts take long to read anyway, and it would push out many rare ones)."""
+        found = self._terms.pop(key, None)
+        if found is None:
+            found = compute()
+            size = _numbers(found)
+            if 8 * size > TERM_CACHE_NUMBERS:
+                return found
+            self._kept += size
+            while self._kept > TERM_CACHE_NUMBERS and self._terms:
+                dropped = self._terms.pop(next(iter(self._terms)), None)
+                self._kept -= 0 if dropped is None else _numbers(dropped)
+        self._terms[key] = found  # (again) the most recently used
+        return found
 
 
 _SNAPSHOTS: weakref.WeakKeyDictionary[ContextArrays, _Snapshot] = weakref.WeakKeyDictionary()
@@ -518,6 +576,12 @@ def _row_totals(counts: np.ndarray, sizes: list[int]) -> list[float]:
                        minlength=rows).tolist()
 
 
+#: A batch's title counts are read from the titles' side while the records holding its
+#: titles are fewer than 1/TITLE_RATIO of its postings (finding those records costs a few
+#: passes over them; looking up every posting, a search each).
+TITLE_RATIO = 8
+
+
 class _ValueRows:
     """Some terms' title and date counts side by side, row ``r`` for the ``r``-th term
     (:func:`_lift`), so that one look-up reads every row's count at its positions."""
@@ -529,18 +593,18 @@ class _ValueRows:
         self.title_sizes = [len(c.titles) for c in rows]
         self.titles = _joined([c.titles for c in rows]).astype(np.int64, copy=False)
         self.in_title = _joined([c.in_title for c in rows])
-        self.title_keys = _lift(self.titles, self.title_width, self.title_sizes)
         self.dates: np.ndarray | None = None  # None: no row has the term in a date
         self.date_width = 0
-        if rows[0].in_date is not None and any(c.in_date.any() for c in rows):
-            self.date_width = len(rows[0].in_date)
-            self.dates = _joined([c.in_date for c in rows])
+        if any(c.in_date is not None for c in rows):
+            self.date_width = _date_values(arrays) + 1
+            self.dates = _joined([_in_date(c, self.date_width) for c in rows])
 
     def title_at(self, at: np.ndarray, sizes: list[int]) -> np.ndarray:
         """Each row's count in the titles of its positions (row ``r``: the next
         ``sizes[r]`` of ``at``; 0.0 at the sentinel)."""
         probe = _lift(self.arrays.title[at], self.title_width, sizes)
-        return _lookup(self.title_keys, self.in_title, probe, self.rows * self.title_width)
+        keys = _lift(self.titles, self.title_width, self.title_sizes)
+        return _lookup(keys, self.in_title, probe, self.rows * self.title_width)
 
     def date_at(self, at: np.ndarray, sizes: list[int]) -> np.ndarray:
         """Each row's count in the dates of its positions."""
@@ -554,6 +618,33 @@ class _ValueRows:
         every = _row_totals(self.in_title * snapshot.titles.sizes()[self.titles],
                             self.title_sizes)
         return [r for r in range(self.rows) if found[r] != every[r]]
+
+    def title_at_postings(self, held: np.ndarray, sizes: list[int], keys: np.ndarray,
+                          stride: int, snapshot: _Snapshot) -> tuple[np.ndarray, list[int]]:
+        """(each row's count in the titles of its postings, the rows with a title the index
+        did not count the term in: a record that holds it has no posting). ``held``: the
+        rows' postings (row ``r``: the next ``sizes[r]``), ``keys``: the same as
+        :func:`_lift` gives them with ``stride``. A term is mostly in far fewer titles
+        than records: then each record that holds one of them is searched among the
+        postings, rather than each posting among the titles (:data:`TITLE_RATIO`)."""
+        holders = snapshot.titles.sizes()[self.titles]  # records per (row, title value)
+        if TITLE_RATIO * int(holders.sum()) >= len(keys):
+            title = self.title_at(held, sizes)
+            return title, self.missed_titles(title, sizes, snapshot)
+        reached = snapshot.titles.positions(self.titles)  # grouped the same way
+        if self.rows > 1:
+            reached = reached + np.repeat(
+                np.repeat(np.arange(self.rows) * stride, self.title_sizes), holders)
+        title = np.zeros(len(keys))
+        if not len(reached):
+            return title, []
+        at = np.minimum(np.searchsorted(keys, reached), max(len(keys) - 1, 0))
+        found = keys[at] == reached if len(keys) else np.zeros(len(reached), dtype=bool)
+        if not found.all():
+            row_of = np.repeat(np.repeat(np.arange(self.rows), self.title_sizes), holders)
+            return title, np.unique(row_of[~found]).tolist()
+        title[at] = np.repeat(self.in_title, holders)  # one record, one title: no repeats
+        return title, []
 
 
 def _check_weight(name: str, value: float, low: float, high: float) -> None:
@@ -644,8 +735,9 @@ class ContextualScorer(Scorer):
         id_at = getattr(index, "memory_id", None)
         captured = scored.arrays.captured_at[listed].tolist()
         keyed = []
-        for position, (total, coverage), at in zip(listed.tolist(), self._exact_totals(columns),
-                                                   captured, strict=True):
+        exact = self._exact_totals(columns)
+        for position, (*_, total, coverage), at in zip(listed.tolist(), exact, captured,
+                                                       strict=True):
             if id_at is None:
                 record = _in_scope(index.record(position), query)
                 keyed.append((order_key(total, coverage, record.source.captured_at.timestamp(),
@@ -655,7 +747,7 @@ class ContextualScorer(Scorer):
         keyed.sort(key=lambda item: item[0])
         top = [(key, position, record or _in_scope(index.record(position), query))
                for key, position, record in keyed[:query.limit]]
-        explain = _Explainer(self, scored, columns, view, context, words,
+        explain = _Explainer(self, scored, columns, exact, view, context, words,
                              np.array([position for _, position, _ in top], dtype=np.int64))
         hits = tuple(
             RecallHit(
@@ -679,7 +771,10 @@ class ContextualScorer(Scorer):
         arrays = context.arrays()
         snapshot = _snapshot(arrays)
         lists = _surface_lists(view.index)
-        counts = [self._term_counts(view, context, lists, term, arrays.records)
+        counts = [snapshot.term_counts(
+                      (self.analyzer, bool(self.date), term),
+                      functools.partial(self._term_counts, view, context, lists, term,
+                                        arrays.records))
                   for term in terms]
         # term by term, each estimate from 0.0 (what bincount over them all would add)
         estimates = _Sums(arrays.records)
@@ -703,9 +798,16 @@ class ContextualScorer(Scorer):
         """One term's counts as the index and the title and date fields hold them."""
         surfaces = view.surfaces(term)
         held, counts = _term_lists(lists, surfaces, records)
+        # one form's lists, when the index lends them, are its own arrays (_surface_lists)
+        lent = len(surfaces) == 1 and getattr(view.index, "term_postings", None) is not None
         titles, in_title = context.titles.sparse_counts(surfaces)
-        return _TermCounts(held, counts, titles, in_title,
-                           context.dates.counts(surfaces) if self.date else None)
+        in_date = None  # most terms are in no date: no array over the dates for them
+        if self.date:
+            dated, on_date = context.dates.sparse_counts(surfaces)
+            if len(dated):
+                in_date = np.zeros(len(context.dates) + 1)  # (and "no value")
+                in_date[dated] = on_date
+        return _TermCounts(held, counts, titles, in_title, in_date, lent)
 
     def _batch_scores(self, batch: list[_TermCounts], view: AnalyzedIndex,
                       context: RecordContext, arrays: ContextArrays, snapshot: _Snapshot,
@@ -722,8 +824,8 @@ class ContextualScorer(Scorer):
         sizes = [len(counts.held) for counts in batch]
         # as numpy's own index type: every gather and sum below indexes by it
         held = _joined([counts.held for counts in batch]).astype(np.intp, copy=False)
-        title = values.title_at(held, sizes)
-        missed = values.missed_titles(title, sizes, snapshot)
+        keys = _lift(held, stride, sizes)
+        title, missed = values.title_at_postings(held, sizes, keys, stride, snapshot)
         if missed:  # a title the index did not count the term in (its own count is < 0):
             for r in missed:  # that title's records are candidates too, with count 0 there
                 counts = batch[r]
@@ -733,13 +835,11 @@ class ContextualScorer(Scorer):
             return self._batch_scores(batch, view, context, arrays, snapshot, estimates,
                                       bonuses)
         own = _joined([counts.counts for counts in batch]) - title
-        keys = _lift(held, stride, sizes)
         more = []
         for r, counts in enumerate(batch):
             if counts.in_date is not None:
                 dated = np.flatnonzero(counts.in_date)
-                if len(dated):
-                    more.append(r * stride + snapshot.dates.positions(dated))
+                more.append(r * stride + snapshot.dates.positions(dated))
         for name, links in (("previous", arrays.next), ("next", arrays.previous)):
             if snapshot.linked and getattr(self, name):  # the record after (before) it
                 reached = links[held]                    # reads its text as a neighbour's
@@ -794,7 +894,7 @@ class ContextualScorer(Scorer):
                           for df in _row_counts(positive, thread_sizes)]
             bonuses.add(threads, self._bonus(_by_row(thread_idf, thread_sizes), thread_tf,
                                              positive))
-            bounds = np.cumsum([0, *thread_sizes]).tolist()
+            bounds = list(itertools.accumulate(thread_sizes, initial=0))
             kept = [(threads[lo:hi], thread_tf[lo:hi])
                     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
         return [_TermScores(counts, idf[r], thread_idf[r], *kept[r])
@@ -805,14 +905,14 @@ class ContextualScorer(Scorer):
         """thread × the thread's BM25 part (its own text as one document), per thread:
         thread · (idf · tf·(k1 + 1) / (tf + k1)), 0.0 where tf is not > 0 (``positive``,
         when known), the products taken in place (each is the same float either way
-        round)."""
+        round). Every element is divided and the others set to 0.0 after: a division
+        with ``where`` takes about twice as long (and a tf ≤ 0 may divide by 0 there)."""
         if positive is None:
             positive = thread_tf > 0
         out = thread_tf + self.k1
-        if positive.all():  # (a division with ``where`` takes several times as long)
+        with np.errstate(divide="ignore", invalid="ignore"):
             np.divide(thread_tf * (self.k1 + 1), out, out=out)
-        else:
-            np.divide(thread_tf * (self.k1 + 1), out, out=out, where=positive)
+        if not positive.all():
             out[~positive] = 0.0
         out *= thread_idf
         out *= self.thread
@@ -834,7 +934,7 @@ class ContextualScorer(Scorer):
     def _part(self, idf: float | np.ndarray, tf: np.ndarray, at: np.ndarray,
               view: AnalyzedIndex, context: RecordContext, snapshot: _Snapshot) -> np.ndarray:
         """idf × tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avg|d|)) at ``at`` (``idf``: one,
-        or one per element)."""
+        one per element, or one per row of a terms × positions ``tf``)."""
         if self.b:
             searched = view.searched_records
             average = view.total_length / searched if searched else 0.0
@@ -851,64 +951,71 @@ class ContextualScorer(Scorer):
     def _columns(self, scored: _Scored, positions: np.ndarray) -> _Columns:
         """The numbers at ``positions`` (a few: the shortlist), 0 where a term is absent:
         computed again from each term's counts, by the operations :meth:`_batch_scores`
-        used, on every term × position at once."""
+        used, on terms × positions matrices. (A few positions: a binary search per term
+        and list finds them; the batches' lifted keys would take more numpy calls.)"""
         arrays = scored.arrays
         snapshot = _snapshot(arrays)
         terms, width = len(scored.terms), len(positions)
-        values = _ValueRows([row.counts for row in scored.rows], arrays)
-        at = np.tile(positions, terms)
-        sizes = [width] * terms
         linked = snapshot.linked and bool(self.previous or self.next)
-        # each term's count at the positions (and at their neighbours): a search per term
+        # each term's count at the positions (and at their neighbours)
         probe = (np.concatenate((positions, arrays.previous[positions],
                                  arrays.next[positions])) if linked else positions)
-        counts = np.concatenate([_lookup(r.counts.held, r.counts.counts, probe, arrays.records)
-                                 for r in scored.rows])
-        title = values.title_at(np.tile(probe, terms), [len(probe)] * terms)
-        own = (counts - title).reshape(terms, -1)
-        fields = {"own": own[:, :width].ravel(),
-                  "title": title.reshape(terms, -1)[:, :width].ravel()}
-        if values.dates is not None:
-            fields["date"] = values.date_at(at, sizes)
+        titles = arrays.title[probe]
+        title_values = _title_values(arrays) + 1
+        counts = np.empty((terms, len(probe)))
+        title = np.empty((terms, len(probe)))
+        for r, row in enumerate(scored.rows):
+            term = row.counts
+            counts[r] = _lookup(term.held, term.counts, probe, arrays.records)
+            title[r] = _lookup(term.titles, term.in_title, titles, title_values)
+        own = counts - title
+        fields = {"own": own[:, :width], "title": title[:, :width]}
+        if any(row.counts.in_date is not None for row in scored.rows):
+            width_of_dates = _date_values(arrays) + 1
+            dated = [_in_date(row.counts, width_of_dates) for row in scored.rows]
+            fields["date"] = np.stack(dated)[:, arrays.date[positions]]
         for name, block in (("previous", 1), ("next", 2)):
             if linked and getattr(self, name):
-                fields[name] = own[:, block * width:(block + 1) * width].ravel()
+                fields[name] = own[:, block * width:(block + 1) * width]
         tf = self._tf(fields)  # the same sum, so the same floats
         found = tf > 0  # exactly the positions where the term counted
-        idf = np.repeat(scored.idf, width)
-        part = np.zeros(len(tf))
-        part[found] = self._part(idf[found], tf[found], at[found], scored.view,
-                                 scored.context, snapshot)
-        shape = (terms, width)
+        # every term × position at once, each element by the same operations as in the
+        # batches; where the term does not count, 0.0 (a tf ≤ 0 may divide by 0 there)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            part = np.where(found, self._part(np.array(scored.idf)[:, None], tf, positions,
+                                              scored.view, scored.context, snapshot), 0.0)
         thread_tf = bonus = None
         if scored.threaded:
             threads = arrays.thread[positions]
             thread_tf = np.stack([_lookup(term.threads, term.thread_tf, threads, arrays.threads)
                                   for term in scored.rows])
             bonus = self._bonus(np.array(scored.thread_idf)[:, None], thread_tf)
-        named = {name: np.zeros(shape) for name in scored.field_names}
-        for name, values in fields.items():
-            named[name] = values.reshape(shape)
+        named = {name: fields.get(name) for name in scored.field_names}
+        for name, values in named.items():
+            if values is None:
+                named[name] = np.zeros((terms, width))
         return _Columns({p: c for c, p in enumerate(positions.tolist())}, named,
-                        np.where(found, tf, 0.0).reshape(shape), found.reshape(shape),
-                        part.reshape(shape), thread_tf, bonus)
+                        np.where(found, tf, 0.0), found, part, thread_tf, bonus)
 
     @staticmethod
-    def _exact_totals(columns: _Columns) -> list[tuple[float, float]]:
-        """(total, coverage) of each position, rounded exactly as the breakdown shows them
-        (read as Python lists once: a few positions, a few terms)."""
+    def _exact_totals(columns: _Columns) -> list[_Exact]:
+        """Each position's numbers rounded exactly as the breakdown shows them (read as
+        Python lists once: a few positions, a few terms); the hits' breakdowns reuse them."""
         digits = SCORE_DECIMALS
         matched = columns.matched.T.tolist()
         bonuses = (columns.bonus.T.tolist() if columns.bonus is not None
-                   else [()] * len(matched))
+                   else [None] * len(matched))
         totals = []
         for parts, hits, bonus_parts in zip(columns.part.T.tolist(), matched, bonuses,
                                             strict=True):
-            lexical = round(sum(round(v, digits) for v, hit in zip(parts, hits, strict=True)
-                                if hit), digits)
-            bonus = round(sum(round(v, digits) for v in bonus_parts if v > 0), digits)
-            totals.append((round(lexical + bonus, digits),
-                           round(sum(hits) / len(hits), digits)))
+            rows = [row for row, hit in enumerate(hits) if hit]
+            contributions = [round(parts[row], digits) for row in rows]
+            lexical = round(sum(contributions), digits)
+            bonus = (0.0 if bonus_parts is None else
+                     round(sum([round(v, digits) for v in bonus_parts if v > 0]), digits))
+            totals.append(_Exact(rows, contributions, lexical, bonus,
+                                 round(lexical + bonus, digits),
+                                 round(len(rows) / len(hits), digits)))
         return totals
 
 
@@ -916,33 +1023,28 @@ class _Explainer:
     """Builds the breakdowns of one query's hits; what every hit shares is computed once."""
 
     def __init__(self, scorer: ContextualScorer, scored: _Scored, columns: _Columns,
-                 view: AnalyzedIndex, context: RecordContext, words: tuple[QueryWord, ...],
-                 positions: np.ndarray) -> None:
+                 exact: list[_Exact], view: AnalyzedIndex, context: RecordContext,
+                 words: tuple[QueryWord, ...], positions: np.ndarray) -> None:
         self.scorer = scorer
         # the hits' columns, as Python lists (what each breakdown reads)
         self.hit_of = {position: hit for hit, position in enumerate(positions.tolist())}
         hits = [columns.column_of[position] for position in positions.tolist()]
-        self.part = columns.part[:, hits].T.tolist()
-        self.matched = columns.matched[:, hits].T.tolist()
+        self.exact = [exact[column] for column in hits]
         self.tf = columns.tf[:, hits].T.tolist()
         self.bonus = self.thread_tf = None
         if columns.bonus is not None:
             self.bonus = columns.bonus[:, hits].T.tolist()
             self.thread_tf = columns.thread_tf[:, hits].T.tolist()
-        # hit × term × field counts
-        self.by_field = np.stack([counts[:, hits] for counts in columns.fields.values()],
-                                 axis=-1).transpose(1, 0, 2).tolist()
+        # per field, the term × hit counts (read as lists when a hit's detail is asked for)
+        self.fields = [counts[:, hits] for counts in columns.fields.values()]
         self.terms = scored.terms
         self.arrays = scored.arrays
         self.context = context
+        self.view = view
         self.words = words
         self.weights = MappingProxyType(scorer.weights)
-        self.field_weights = {name: float(getattr(scorer, name)) for name in FIELDS}
-        self.words_of = {term: tuple(w.word for w in words if w.term == term)
-                         for term in scored.terms}
-        self.idf = [_r(v) for v in scored.idf]
-        self.thread_idf = [_r(v) for v in scored.thread_idf]
         self.field_names = scored.field_names
+        self.exact_idf, self.exact_thread_idf = scored.idf, scored.thread_idf
         # the surface forms of terms that have several: their own-text counts at the hits
         # and at the hits' neighbours (a term with one form needs no look-up)
         self.positions = positions
@@ -950,11 +1052,39 @@ class _Explainer:
         self.column_of: dict[int, int] = {}
         self.surface_counts: dict[str, dict[str, list[int]]] = {}  # filled on first need
         self.lists = _surface_lists(view.index)
-        self.several: dict[str, tuple[str, ...]] = {}
-        self.single: dict[str, tuple[str, ...]] = {}
-        for term in scored.terms:
-            surfaces = view.surfaces(term)
-            (self.several if len(surfaces) > 1 else self.single)[term] = surfaces
+
+    # -- what only the detail reads: made on its first call ----------------------------
+
+    @functools.cached_property
+    def field_weights(self) -> dict[str, float]:
+        return {name: float(getattr(self.scorer, name)) for name in FIELDS}
+
+    @functools.cached_property
+    def words_of(self) -> dict[str, tuple[str, ...]]:
+        return {term: tuple(w.word for w in self.words if w.term == term)
+                for term in self.terms}
+
+    @functools.cached_property
+    def idf(self) -> list[float]:
+        return [_r(v) for v in self.exact_idf]
+
+    @functools.cached_property
+    def thread_idf(self) -> list[float]:
+        return [_r(v) for v in self.exact_thread_idf]
+
+    @functools.cached_property
+    def single(self) -> dict[str, tuple[str, ...]]:
+        """The terms with one surface form, and it."""
+        return {term: surfaces for term, surfaces in self._forms.items() if len(surfaces) == 1}
+
+    @functools.cached_property
+    def several(self) -> dict[str, tuple[str, ...]]:
+        """The terms with several surface forms, and them."""
+        return {term: surfaces for term, surfaces in self._forms.items() if len(surfaces) > 1}
+
+    @functools.cached_property
+    def _forms(self) -> dict[str, tuple[str, ...]]:
+        return {term: self.view.surfaces(term) for term in self.terms}
 
     def _own_counts(self, surface: str) -> np.ndarray:
         """Own-text counts (index count − title count) of one surface form at ``self.at``."""
@@ -1004,28 +1134,25 @@ class _Explainer:
                  as_of: datetime) -> ContextualBreakdown:
         """The breakdown of the hit at ``position``: its totals now, its detail on demand."""
         hit = self.hit_of[position]
-        digits = SCORE_DECIMALS
-        part = self.part[hit]
-        rows = [row for row, found in enumerate(self.matched[hit]) if found]
-        term_contributions = {self.terms[row]: round(part[row], digits) for row in rows}
-        lexical = round(sum(term_contributions.values()), digits)
-        bonus = 0.0
+        exact = self.exact[hit]
+        rows, lexical, bonus = exact.rows, exact.lexical, exact.bonus
+        term_contributions = {self.terms[row]: value
+                              for row, value in zip(rows, exact.contributions, strict=True)}
         thread_column = thread_tf = None
         if self.bonus is not None:
             thread_column = self.bonus[hit]
             thread_tf = self.thread_tf[hit]
-            bonus = round(sum(round(v, digits) for v in thread_column if v > 0), digits)
         detail = functools.partial(
             self.detail, position, thread_of(record.source.source_id), rows,
-            self.by_field[hit], self.tf[hit], term_contributions, thread_column, thread_tf)
+            hit, self.tf[hit], term_contributions, thread_column, thread_tf)
         return ContextualBreakdown(
             matched_terms=tuple(term_contributions),
             query_term_count=len(self.terms),
-            lexical_coverage=round(len(rows) / len(self.terms), digits),
+            lexical_coverage=exact.coverage,
             recency=0.0,
             lexical_contribution=lexical,
             recency_contribution=0.0,
-            total=round(lexical + bonus, digits),
+            total=exact.total,
             age_days=_r(age_days(as_of, record.source.captured_at)),
             scorer=self.scorer.name,
             weights=self.weights,
@@ -1036,17 +1163,18 @@ class _Explainer:
         )
 
     def release(self) -> None:
-        """Drop the query's numbers: the hits' detail needs only what each one captured."""
-        self.part = self.matched = self.tf = self.bonus = self.thread_tf = None
-        self.by_field = None
+        """Drop the query's numbers: the hits' detail needs only what each one captured
+        (and the hits' field counts: a few terms × the hits)."""
+        self.tf = self.bonus = self.thread_tf = None
 
-    def detail(self, position: int, thread_name: str, rows: list[int],
-               by_field: list[list[float]], tf_total: list[float],
-               term_contributions: Mapping[str, float], thread_column: list[float] | None,
-               thread_tf: list[float] | None
+    def detail(self, position: int, thread_name: str, rows: list[int], hit: int,
+               tf_total: list[float], term_contributions: Mapping[str, float],
+               thread_column: list[float] | None, thread_tf: list[float] | None
                ) -> tuple[tuple[ContextualTermPart, ...], ThreadBonus | None]:
-        """The per-term, per-field parts and the thread line of one hit."""
+        """The per-term, per-field parts and the thread line of the ``hit``-th hit."""
         digits = SCORE_DECIMALS
+        by_field = list(zip(*(counts[:, hit].tolist() for counts in self.fields),
+                            strict=True))  # term × field
         parts = []
         for row in rows:
             term = self.terms[row]
