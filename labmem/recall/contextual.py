@@ -33,9 +33,7 @@ ones together, as one array, so that a query of rare words pays numpy's cost per
 once; a common one alone — their parts go into the query's sums as soon as they are
 computed, and what is kept of a term is its counts (the index's own arrays) and its total
 per thread; at the few shortlisted positions every number is computed again from them,
-by the same operations, so to the same bits. Between queries, a snapshot of the context
-keeps the counts of the terms asked lately (a few MB at most, :data:`TERM_CACHE_NUMBERS`):
-they change only when records are added, and a conversation comes back to its subjects.
+by the same operations, so to the same bits.
 
 The weights were chosen on the labeled set's tune split and the even-indexed LoCoMo
 conversations only (``bench/tune_contextual.py``); the odd half is never used to tune.
@@ -191,7 +189,6 @@ class _TermCounts:
     titles: np.ndarray  # title value ids (ascending) whose title has the term
     in_title: np.ndarray  # its count in each of those
     in_date: np.ndarray | None  # per date value (None: no date has it, or no date weight)
-    lent: bool = False  # ``held`` and ``counts`` are the index's own arrays
 
 
 @dataclass(frozen=True, eq=False)
@@ -433,26 +430,15 @@ class _ByValue:
 
     def positions(self, value_ids: np.ndarray) -> np.ndarray:
         """The positions holding any of ``value_ids`` (grouped by value, not sorted)."""
-        if self._order is None:
-            self._order = np.argsort(self.values, kind="stable")
-            self._starts = np.concatenate(([0], np.cumsum(self.sizes())))
+        if self._order is None:  # (as the values' int32 while the record count fits)
+            kind = self.values.dtype
+            self._order = np.argsort(self.values, kind="stable").astype(kind, copy=False)
+            self._starts = np.concatenate(([0], np.cumsum(self.sizes()))).astype(
+                kind, copy=False)
         starts = self._starts[value_ids]
         sizes = self._starts[value_ids + 1] - starts
         begin = np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)
         return self._order[begin + np.arange(len(begin))]
-
-
-#: How many numbers (array elements) of query terms' counts a snapshot keeps between
-#: queries (:meth:`_Snapshot.term_counts`): about 4 MB at most. A conversation asks about
-#: the same things again and again, and a term's counts change only with the snapshot.
-TERM_CACHE_NUMBERS = 1 << 19
-
-
-def _numbers(counts: _TermCounts) -> int:
-    """How many numbers a term's counts hold beyond the index's own arrays."""
-    postings = 0 if counts.lent else 2 * len(counts.held)
-    dates = 0 if counts.in_date is None else len(counts.in_date)
-    return postings + 2 * len(counts.titles) + dates
 
 
 class _Snapshot:
@@ -466,30 +452,11 @@ class _Snapshot:
         self._lengths: np.ndarray | None = None
         # does any record have a neighbour? (if none does, the neighbour fields are all 0)
         self.linked = bool((arrays.previous[:end] < end).any())
-        self._terms: dict[tuple, _TermCounts] = {}  # the least recently used first
-        self._kept = 0  # the numbers they hold
 
     def lengths(self, context: RecordContext) -> np.ndarray:
         if self._lengths is None:
             self._lengths = context.lengths()
         return self._lengths
-
-    def term_counts(self, key: tuple, compute: Callable[[], _TermCounts]) -> _TermCounts:
-        """The counts ``compute`` gives for ``key``, kept while they fit in
-        :data:`TERM_CACHE_NUMBERS` (a term that alone takes an eighth of it is not kept:
-        its counts take long to read anyway, and it would push out many rare ones)."""
-        found = self._terms.pop(key, None)
-        if found is None:
-            found = compute()
-            size = _numbers(found)
-            if 8 * size > TERM_CACHE_NUMBERS:
-                return found
-            self._kept += size
-            while self._kept > TERM_CACHE_NUMBERS and self._terms:
-                dropped = self._terms.pop(next(iter(self._terms)), None)
-                self._kept -= 0 if dropped is None else _numbers(dropped)
-        self._terms[key] = found  # (again) the most recently used
-        return found
 
 
 _SNAPSHOTS: weakref.WeakKeyDictionary[ContextArrays, _Snapshot] = weakref.WeakKeyDictionary()
@@ -771,10 +738,7 @@ class ContextualScorer(Scorer):
         arrays = context.arrays()
         snapshot = _snapshot(arrays)
         lists = _surface_lists(view.index)
-        counts = [snapshot.term_counts(
-                      (self.analyzer, bool(self.date), term),
-                      functools.partial(self._term_counts, view, context, lists, term,
-                                        arrays.records))
+        counts = [self._term_counts(view, context, lists, term, arrays.records)
                   for term in terms]
         # term by term, each estimate from 0.0 (what bincount over them all would add)
         estimates = _Sums(arrays.records)
@@ -798,8 +762,6 @@ class ContextualScorer(Scorer):
         """One term's counts as the index and the title and date fields hold them."""
         surfaces = view.surfaces(term)
         held, counts = _term_lists(lists, surfaces, records)
-        # one form's lists, when the index lends them, are its own arrays (_surface_lists)
-        lent = len(surfaces) == 1 and getattr(view.index, "term_postings", None) is not None
         titles, in_title = context.titles.sparse_counts(surfaces)
         in_date = None  # most terms are in no date: no array over the dates for them
         if self.date:
@@ -807,7 +769,7 @@ class ContextualScorer(Scorer):
             if len(dated):
                 in_date = np.zeros(len(context.dates) + 1)  # (and "no value")
                 in_date[dated] = on_date
-        return _TermCounts(held, counts, titles, in_title, in_date, lent)
+        return _TermCounts(held, counts, titles, in_title, in_date)
 
     def _batch_scores(self, batch: list[_TermCounts], view: AnalyzedIndex,
                       context: RecordContext, arrays: ContextArrays, snapshot: _Snapshot,
