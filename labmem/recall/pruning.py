@@ -127,14 +127,27 @@ def lookup_postings(positions: np.ndarray, candidates: np.ndarray) -> tuple[np.n
     return hit, at[hit].astype(np.intp)
 
 
+#: A scorer that weighs every posting alike reads which candidates hold a term from the
+#: term's bits once they are at least 1/BITS_RATIO of the records up to the last of them
+#: (unpacking a bit per record then costs less than a binary search per candidate).
+BITS_RATIO = 256
+
+
 def score_candidates(scorer: Scorer, query_terms: tuple[str, ...],
                      lists: Mapping[str, tuple[np.ndarray, np.ndarray]],
                      candidates: np.ndarray, lengths: np.ndarray, captured: np.ndarray, *,
                      as_of_seconds: float, stats: CorpusStats,
-                     covered: frozenset[str] = frozenset()) -> np.ndarray:
+                     covered: frozenset[str] = frozenset(),
+                     bits: Callable[[str], np.ndarray] | None = None) -> np.ndarray:
     """The estimates of ``candidates`` (ascending), exactly as :meth:`Scorer.estimate`
     computes them. A term in ``covered`` has all its postings among the candidates (it was
-    taken to find them): where each one is, is a binary search of its postings alone."""
+    taken to find them): where each one is, is a binary search of its postings alone.
+
+    A scorer whose postings all weigh 1.0 (``weighs_postings`` false: coverage) needs only
+    which candidates hold each term — with ``bits`` (a term's :func:`term_bits`, kept by the
+    caller), many candidates read that from the term's bits — and its lexical sums are the
+    matched counts (a sum of ones is exact)."""
+    weighed = scorer.weighs_postings
     rows, counts, present, sizes = [], [], [], []
     for term in query_terms:  # the order Scorer.estimate adds them in: the same sums
         positions, term_counts = lists[term]
@@ -143,6 +156,12 @@ def score_candidates(scorer: Scorer, query_terms: tuple[str, ...],
         if term in covered:
             rows.append(np.searchsorted(candidates, positions))
             counts.append(term_counts)
+        elif (not weighed and bits is not None
+              and len(candidates) * BITS_RATIO > int(candidates[-1])):
+            # one bit per record, unpacked as far as the last candidate (zeros past the
+            # term's last record): no pass over the term's postings
+            held = np.unpackbits(bits(term), count=int(candidates[-1]) + 1)[candidates]
+            rows.append(np.flatnonzero(held))
         else:
             hit, at = lookup_postings(positions, candidates)
             rows.append(np.flatnonzero(hit))
@@ -150,12 +169,15 @@ def score_candidates(scorer: Scorer, query_terms: tuple[str, ...],
         present.append(term)
         sizes.append(len(rows[-1]))
     rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
-    held = candidates[rows]
-    joined = Postings(held, np.concatenate(counts) if counts else rows, lengths[held],
-                      captured[held])
-    weights = scorer.posting_weights(present, sizes, joined, stats)
-    lexical = np.bincount(rows, weights=weights, minlength=len(candidates))
     matched = np.bincount(rows, minlength=len(candidates)).astype(np.int64)
+    if weighed:
+        held = candidates[rows]
+        joined = Postings(held, np.concatenate(counts) if counts else rows, lengths[held],
+                          captured[held])
+        weights = scorer.posting_weights(present, sizes, joined, stats)
+        lexical = np.bincount(rows, weights=weights, minlength=len(candidates))
+    else:
+        lexical = matched.astype(np.float64)
     acc = _Accumulated(candidates, lexical, matched, captured[candidates])
     return scorer.combine(acc, query_terms, as_of_seconds, stats)
 
@@ -196,7 +218,7 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
             continue
         estimates = score_candidates(scorer, query_terms, lists, found, lengths, captured,
                                      as_of_seconds=as_of_seconds, stats=stats,
-                                     covered=frozenset(order[:taken]))
+                                     covered=frozenset(order[:taken]), bits=bits)
         theta = kth_largest(estimates, limit)
         ceiling = scorer.total_bound(sum(bounds[t] for t in rest), len(rest), query_terms,
                                      stats)

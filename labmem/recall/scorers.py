@@ -175,11 +175,14 @@ def _accumulate(scorer: Scorer, terms: Sequence[str], sizes: Sequence[int], join
     postings costs less than a slot per record: three arrays of the store's size per query
     cost as much as the sort or more, even when the postings cover the whole store
     (measured at 1k, 10k and 100k records)."""
-    weights = scorer.posting_weights(terms, sizes, joined, stats)
     distinct, first, group = distinct_groups(joined.positions)
-    return _Accumulated(distinct.astype(np.int64, copy=False),
-                        np.bincount(group, weights=weights, minlength=len(distinct)),
-                        np.bincount(group, minlength=len(distinct)).astype(np.int64),
+    matched = np.bincount(group, minlength=len(distinct)).astype(np.int64)
+    if scorer.weighs_postings:
+        weights = scorer.posting_weights(terms, sizes, joined, stats)
+        lexical = np.bincount(group, weights=weights, minlength=len(distinct))
+    else:  # every posting weighs 1.0: the sum is the count (exact)
+        lexical = matched.astype(np.float64)
+    return _Accumulated(distinct.astype(np.int64, copy=False), lexical, matched,
                         np.asarray(joined.captured_at[first], dtype=np.float64))
 
 
@@ -188,6 +191,9 @@ class Scorer:
 
     name = "scorer"
     key = "scorer"
+    #: False: every posting weighs 1.0 (:meth:`posting_weights` is all ones), so what counts
+    #: is only *which* records hold a term (labmem.recall.pruning reads that from bits).
+    weighs_postings = True
 
     def term_weights(self, term: str, postings: Postings, stats: CorpusStats) -> np.ndarray:
         raise NotImplementedError
@@ -263,6 +269,7 @@ class TeachingScorer(Scorer):
 
     name = "lexical_recency"
     key = "teaching"
+    weighs_postings = False  # coverage: a matched term counts once, however often it occurs
     lexical_weight = LEXICAL_WEIGHT
     recency_weight = RECENCY_WEIGHT
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from labmem.core.clock import FixedClock
 from labmem.core.provenance import MemorySource
 from labmem.recall import SCORER_NAMES, pruning
-from labmem.recall.index import InMemoryTermIndex
+from labmem.recall.index import InMemoryTermIndex, Postings
 from labmem.recall.pipeline import RecallEngine
 from labmem.recall.pruning import prune_estimate, score_candidates, term_extremes
 from labmem.recall.scorers import CorpusStats, Scorer, resolve_scorer
@@ -137,6 +137,23 @@ def test_estimates_of_looked_up_candidates_are_the_exhaustive_ones_bit_for_bit(t
         again = score_candidates(engine.scorer, terms, lists, picked, lengths, captured,
                                  as_of_seconds=NOW.timestamp(), stats=stats)
         assert again.tolist() == estimates[::7].tolist()  # ==, not approx
+        # with the terms' bits (a scorer that weighs every posting alike reads them)
+        by_bits = score_candidates(engine.scorer, terms, lists, picked, lengths, captured,
+                                   as_of_seconds=NOW.timestamp(), stats=stats,
+                                   bits=lambda t, lists=lists: pruning.term_bits(lists[t][0]))
+        assert by_bits.tolist() == estimates[::7].tolist()
+
+
+@pytest.mark.parametrize("name", ["teaching", "bm25", "hybrid"])
+def test_a_scorer_that_weighs_postings_alike_gives_each_the_weight_one(name):
+    """``weighs_postings = False`` lets pruning read bits instead of postings and take the
+    matched counts as the lexical sums: true only if every posting weighs exactly 1.0."""
+    scorer = resolve_scorer(name)
+    postings = Postings(np.array([0, 3, 5]), np.array([1, 4, 2]), np.array([2, 9, 5]),
+                        np.zeros(3))
+    weights = scorer.posting_weights(["a"], [3], postings,
+                                     CorpusStats(6, 30, {"a": 3}))
+    assert (weights.tolist() == [1.0, 1.0, 1.0]) == (not scorer.weighs_postings)
 
 
 def test_a_scorer_without_bounds_is_scored_exhaustively():
