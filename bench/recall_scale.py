@@ -100,6 +100,7 @@ import os
 import random
 import resource
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -512,6 +513,7 @@ class Settings:
     workdir: Path | None = None
     command: str = "python bench/recall_scale.py"
     cold: Path | None = None
+    rounds: int = 3  # --cold: each engine's timed process, this many times (rotated order)
 
 
 def parse_args(argv: Sequence[str] | None) -> Settings | argparse.Namespace:
@@ -528,6 +530,9 @@ def parse_args(argv: Sequence[str] | None) -> Settings | argparse.Namespace:
     parser.add_argument("--cold", type=Path, metavar="CACHE",
                         help="the cold-start table instead: data generated once into CACHE "
                              "(kept), each engine's on-disk index opened by a new process")
+    parser.add_argument("--rounds", type=int, default=Settings.rounds,
+                        help="--cold: time each engine this many times, the engines in a "
+                             "rotated order each round; the table shows the medians (3)")
     parser.add_argument("--load", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--prepare", help=argparse.SUPPRESS)
     parser.add_argument("--cold-engine", help=argparse.SUPPRESS)
@@ -550,6 +555,8 @@ def parse_args(argv: Sequence[str] | None) -> Settings | argparse.Namespace:
     queries = args.queries if args.queries is not None else queries
     if not sizes or min(sizes) < TOP_K or queries < 1:
         parser.error(f"sizes must be ≥ {TOP_K} and --queries positive")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     shown = []  # the command line without machine-specific paths
     skip = False
     for arg in argv:
@@ -562,7 +569,7 @@ def parse_args(argv: Sequence[str] | None) -> Settings | argparse.Namespace:
     shown = [a for a in shown if a != str(args.cold)]
     return Settings(sizes=tuple(sizes), queries=queries, seed=args.seed, out=args.out,
                     workdir=args.dir, command=" ".join([Settings.command, *shown]),
-                    cold=args.cold)
+                    cold=args.cold, rounds=args.rounds)
 
 
 def run_child(arguments: list[str], result: Path) -> dict:
@@ -985,29 +992,46 @@ def run_cold(settings: Settings, cache: Path) -> dict:
         rows = {}
         for engine in COLD_ENGINES:
             tag = engine.replace("/", "_").replace(" ", "_")
-            progress(f"{size:>9,} records: {engine}: prepare, then a cold open …")
+            progress(f"{size:>9,} records: {engine}: prepare …")
             prepared = run_child(["--prepare", engine, "--folder", str(folder)],
                                  folder / f"prepare-{tag}.json")
             checked = None
             if engine.startswith("labmem-jsonl") and "no sidecar" not in engine:
                 # first a process that checks both files in full (no stamp yet); once they
-                # are settled that check leaves a stamp, which the timed process then uses
+                # are settled that check leaves a stamp, which the timed processes then use
                 records = folder / "records.jsonl"
                 stamp_path(records).unlink(missing_ok=True)
                 _wait_until_settled(records, sidecar_path(records))
                 checked = run_child(["--cold-engine", engine, "--folder", str(folder),
                                      "--queries", "1"], folder / f"checked-{tag}.json")
-            warm_page_cache(engine_files(engine, folder))
-            cold = run_child(["--cold-engine", engine, "--folder", str(folder),
-                              "--queries", str(settings.queries)], folder / f"cold-{tag}.json")
-            timing = Timing.of(cold["seconds"])
-            rows[engine] = {"prepare_s": prepared["prepare_s"], "open_first_s":
-                            cold["open_first_s"], "p50_us": timing.p50,
-                            "p95_us": timing.p95, "peak_mib": cold["peak_vmhwm_mib"],
-                            "import_mib": cold["import_vmhwm_mib"], "sidecar": cold["sidecar"],
-                            "proof": cold.get("proof"), "top": cold["top"],
+            rows[engine] = {"prepare_s": prepared["prepare_s"],
                             "checked_open_first_s": checked and checked["open_first_s"],
                             "checked_proof": checked and checked.get("proof")}
+        colds: dict[str, list[dict]] = {engine: [] for engine in COLD_ENGINES}
+        for turn in range(settings.rounds):
+            # the machine drifts between processes: each round starts one engine later
+            start = turn % len(COLD_ENGINES)
+            for engine in (*COLD_ENGINES[start:], *COLD_ENGINES[:start]):
+                tag = engine.replace("/", "_").replace(" ", "_")
+                progress(f"{size:>9,} records: {engine}: cold open, round {turn + 1} …")
+                warm_page_cache(engine_files(engine, folder))
+                colds[engine].append(run_child(
+                    ["--cold-engine", engine, "--folder", str(folder), "--queries",
+                     str(settings.queries)], folder / f"cold-{tag}.json"))
+        for engine, runs in colds.items():
+            timings = [Timing.of(cold["seconds"]) for cold in runs]
+            rows[engine].update({
+                "open_first_s": statistics.median(c["open_first_s"] for c in runs),
+                "p50_us": statistics.median(t.p50 for t in timings),
+                "p95_us": statistics.median(t.p95 for t in timings),
+                "peak_mib": max(c["peak_vmhwm_mib"] for c in runs),
+                "import_mib": max(c["import_vmhwm_mib"] for c in runs),
+                "sidecar": runs[0]["sidecar"], "proof": runs[0].get("proof"),
+                "top": runs[0]["top"],
+                "rounds": [{"open_first_s": c["open_first_s"], "p50_us": t.p50,
+                            "p95_us": t.p95, "peak_mib": c["peak_vmhwm_mib"],
+                            "proof": c.get("proof")} for c, t in zip(runs, timings,
+                                                                     strict=True)]})
         sizes = {"jsonl_bytes": (folder / "records.jsonl").stat().st_size,
                  "sqlite_bytes": _sqlite_bytes(folder / "records.sqlite"),
                  "sidecar_bytes": (folder / "records.jsonl.recall-index").stat().st_size,
@@ -1064,11 +1088,36 @@ def _sqlite_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
+def rounds_table(result: dict) -> list[str]:
+    """Each round's steady p50 per engine at each size, and its ratio to tantivy's p50 in
+    the same round (the drift of the machine between rounds shows in both)."""
+    lines = ["Steady p50 µs in each round (÷ tantivy's in that round):", "",
+             "| records | engine | " + " | ".join(
+                 f"round {n + 1}" for n in range(max(
+                     len(row.get("rounds", ())) for entry in result["sizes"].values()
+                     for row in entry["engines"].values()))) + " |"]
+    lines.append("|---:|---|" + "---:|" * (lines[-1].count("|") - 3))
+    for size, entry in result["sizes"].items():
+        rows = entry["engines"]
+        tantivy = [r["p50_us"] for r in rows["tantivy"].get("rounds", ())]
+        for engine, row in rows.items():
+            cells = []
+            for n, turn in enumerate(row.get("rounds", ())):
+                ratio = ("" if engine == "tantivy" or n >= len(tantivy)
+                         else f" (×{turn['p50_us'] / tantivy[n]:.2f})")
+                cells.append(f"{turn['p50_us']:,.0f}{ratio}")
+            lines.append(f"| {int(size):,} | {engine} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def report_cold(settings: Settings, result: dict) -> str:
     lines = ["# Recall from a cold start: persistent indexes opened by a new process", "",
              "```", settings.command, "```", "",
              "Each engine's files are read once just before its timed process (they are "
-             "then in the page cache, not on disk, for every engine alike).", "",
+             "then in the page cache, not on disk, for every engine alike). Every engine's "
+             f"timed process ran {settings.rounds} times, the engines in a rotated order each "
+             "round; the table shows the medians (peak MiB: the largest), the rounds are "
+             "listed below it.", "",
              "| records | engine | open + first recall s | checked in full s | steady p50 µs | "
              "p95 µs | peak MiB | import MiB | sidecar |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
@@ -1112,7 +1161,8 @@ def report_cold(settings: Settings, result: dict) -> str:
                   f"its sidecar {files['sidecar_bytes'] / 2**20:.1f} MiB, labmem SQLite "
                   f"{files['sqlite_bytes'] / 2**20:.1f} MiB, FTS5 "
                   f"{files['fts5_bytes'] / 2**20:.1f} MiB."]
-    lines += ["", "Targets (issue 17), as ratios in this run:", "", *targets, "",
+    lines += ["", "Targets (issue 17), as ratios of the medians in this run:", "", *targets,
+              "", *rounds_table(result), "",
               f"- Load average (1, 5, 15 min) before: {result['load']}, after: "
               f"{result['load_after']} — a 2-CPU machine shared with other work.",
               "- Each engine runs in two child processes: one builds its on-disk index "
