@@ -68,15 +68,18 @@ all queries and over each half — the ratio to FTS5 depends strongly on the mix
 once into ``CACHE``; each engine builds its on-disk index in one child (labmem JSONL: the
 first recall writes the sidecar; SQLite FTS5 and tantivy: their files), then a *new*
 child opens it and answers one query ("open + first recall"), then times 200 queries
-(steady p50/p95), and reports its own peak RSS (VmHWM). ``labmem recall`` is timed end to
+(steady p50/p95), and reports its own peak RSS (VmHWM). That timed child runs
+``--rounds`` times (3), the engines in a rotated order each round, and the table shows the
+medians: the machine drifts between processes, and one round's ratio to tantivy moved by
+more than any code change did. ``labmem recall`` is timed end to
 end beside ``python -c "import labmem.recall"``. The figures, every target of the issue
 met or not, are in ``bench/results/recall_cold.md`` (the committed run, the other runs of
 the same code beside it, and where a query's time goes) and in the README's headline; they
 are not repeated here, where they would go stale. Two things to know when reading them:
-between runs of identical code on a shared machine the p50 ratios move by ±30%, so compare
-code versions in one process; and the SQLite backend's file ratio is worst at small sizes,
-where empty 16 KiB pages and the fixed cost of every distinct term dominate. The MMU open at
-100k pages is bench/mmu.py's.
+between runs of identical code on a shared machine the p50 ratios move by ±30% (the
+rounds narrow that, they do not remove it), so compare code versions in one process; and
+the SQLite backend's file ratio is worst at small sizes, where empty 16 KiB pages and the
+fixed cost of every distinct term dominate. The MMU open at 100k pages is bench/mmu.py's.
 
 Run it::
 
