@@ -1094,12 +1094,11 @@ def _sqlite_bytes(path: Path) -> int:
 def rounds_table(result: dict) -> list[str]:
     """Each round's steady p50 per engine at each size, and its ratio to tantivy's p50 in
     the same round (the drift of the machine between rounds shows in both)."""
+    rounds = max(len(row.get("rounds", ())) for entry in result["sizes"].values()
+                 for row in entry["engines"].values())
     lines = ["Steady p50 µs in each round (÷ tantivy's in that round):", "",
-             "| records | engine | " + " | ".join(
-                 f"round {n + 1}" for n in range(max(
-                     len(row.get("rounds", ())) for entry in result["sizes"].values()
-                     for row in entry["engines"].values()))) + " |"]
-    lines.append("|---:|---|" + "---:|" * (lines[-1].count("|") - 3))
+             "| records | engine | " + " | ".join(f"round {n + 1}" for n in range(rounds))
+             + " |", "|---:|---|" + "---:|" * rounds]
     for size, entry in result["sizes"].items():
         rows = entry["engines"]
         tantivy = [r["p50_us"] for r in rows["tantivy"].get("rounds", ())]
