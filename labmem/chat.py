@@ -326,15 +326,20 @@ def session_memories(env: Mapping[str, str] | None = None) -> MemoryDirectory:
 
 
 def run_chat(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout, *,
-             workdir: Path | None = None, memory_tool: bool = False) -> int:
+             workdir: Path | None = None, memory_tool: bool = False,
+             with_examples: bool = False) -> int:
     """Read questions line by line until EOF; print each answer.
 
     Everything that can be checked is checked before the session starts: the working
     directory first (``read_file`` is confined to it), then the SDK, key and model.
-    ``memory_tool`` also gives the model the memory tool (see the module docstring).
+    ``memory_tool`` also gives the model the memory tool (see the module docstring);
+    ``with_examples`` first adds the chapter's example records to the user's store (only
+    then: a store holds what its user wrote).
     """
     workdir = require_workdir(Path.cwd() if workdir is None else workdir)
     client, model = runtime_client()
+    if with_examples:
+        default_runtime(with_examples=True)
     loop = AgentLoop(client, model, workdir=workdir, memory=session_memory(),
                      memories=session_memories() if memory_tool else None)
     tools = ", ".join(t["name"] for t in loop.tools)

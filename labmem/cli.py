@@ -60,45 +60,114 @@ def _quiet_stdout() -> None:
         pass
 
 
+#: Where each chapter can be seen from a terminal (the rest run in their notebooks).
+CHAPTER_DEMOS: dict[str, str] = {
+    "s12": "labmem demo s12               the five recall stages on the example records",
+    "walkthrough": "labmem walkthrough            every layer in one offline, restart-safe run",
+    "resilience": "labmem resilience             the fault-injection scorecard",
+    "case study": "labmem story stats --project data/story/tide-lamp   the story memory",
+    "s15": "labmem mcp --home DIR         the MCP server an agent host starts",
+}
+DEMO_EPILOG = ("Chapters with a terminal demo: " + "; ".join(
+    f"{chapter}: {line.split('  ')[0]}" for chapter, line in CHAPTER_DEMOS.items())
+    + ". s09-s11, s13 and s14 run in their notebooks only.")
+
+
 def _demo(args: argparse.Namespace) -> int:
     from labmem.recall import DEMOS
 
+    if args.chapter is None:
+        print("labmem demo CHAPTER runs a chapter's offline demo. What each chapter offers "
+              "from a terminal:")
+        for chapter, line in CHAPTER_DEMOS.items():
+            print(f"  {chapter:<12} {line}")
+        print("s09-s11, s13 and s14 have no terminal demo: run their notebooks "
+              "(make lab).")
+        return 0
     DEMOS[args.chapter]()
     return 0
 
 
 def register_demo(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("demo", help="run a chapter's offline demo")
-    parser.add_argument("chapter", choices=["s12"], help="which chapter")
+    parser = sub.add_parser("demo", help="run a chapter's offline demo (no chapter: list them)",
+                            epilog=DEMO_EPILOG)
+    parser.add_argument("chapter", nargs="?", choices=["s12"],
+                        help="which chapter (only s12 has a demo of its own)")
     parser.set_defaults(handler=_demo)
+
+
+EXAMPLES_HINT = ("add the chapter's example records with `labmem examples add` (or rerun "
+                 "with --with-examples), or let an agent remember something through "
+                 "`labmem mcp`")
 
 
 def _recall(args: argparse.Namespace) -> int:
     from labmem.recall import RecallEngine, default_runtime, render_recalled_context
 
-    store = default_runtime().store
-    result = RecallEngine(store, scorer=args.scorer).recall(args.query, limit=args.limit)
+    runtime = default_runtime(home=args.home, user_id=args.user,
+                              with_examples=args.with_examples)
+    empty = runtime.store.is_empty()
+    result = RecallEngine(runtime.store, scorer=args.scorer).recall(args.query,
+                                                                      limit=args.limit)
+    if empty:  # said on stderr, so that --json's output stays JSON
+        print(f"labmem: no records yet in {runtime.store.path}: {EXAMPLES_HINT}",
+              file=sys.stderr)
     if args.json:
         print(result.to_json())
     elif result.hits:
         print(render_recalled_context(result))
-    else:
+    elif not empty:
         print(f"no hits ({result.empty_reason}); searched {result.searched_records} records")
     return 0
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """``--home`` and ``--user``: which user's store, under which home."""
+    parser.add_argument("--home", help="the labmem home ($LABMEM_HOME, default ~/.labmem)")
+    parser.add_argument("--user", help="whose memory ($LABMEM_USER_ID, default learner)")
 
 
 def register_recall(sub: argparse._SubParsersAction) -> None:
     from labmem.recall import DEFAULT_SCORER, SCORER_NAMES
 
     parser = sub.add_parser(
-        "recall", help="query the default remote memory store ($LABMEM_HOME, $LABMEM_USER_ID)")
+        "recall", help="query a user's remote memory store ($LABMEM_HOME, $LABMEM_USER_ID)")
     parser.add_argument("query", help="a self-contained description of what to recall")
     parser.add_argument("--limit", type=int, default=5, help="hits to return, 1-10")
     parser.add_argument("--json", action="store_true", help="print the JSON tool result")
     parser.add_argument("--scorer", choices=SCORER_NAMES, default=DEFAULT_SCORER,
                         help=f"how hits are scored (default {DEFAULT_SCORER}; chapter s12b "
                              "compares them)")
+    add_store_options(parser)
+    parser.add_argument("--with-examples", action="store_true",
+                        help="first add the chapter's example records that are not stored "
+                             "yet (they stay in the store: they are records like any other)")
     parser.set_defaults(handler=_recall)
+
+
+def _examples(args: argparse.Namespace) -> int:
+    from labmem.recall import TEACHING_RECORDS, add_teaching_records, default_runtime
+
+    if args.action == "list":
+        for item in TEACHING_RECORDS:
+            print(f"{item['memory_id']:<18} {item['kind']:<12} {item['source']['title']}: "
+                  f"{item['summary'] or item['content']}")
+        return 0
+    store = default_runtime(home=args.home, user_id=args.user).store
+    added = add_teaching_records(store)
+    already = len(TEACHING_RECORDS) - added
+    print(f"added {added} example records to {store.path} (user scope {store.user_scope})"
+          + (f"; {already} were there already" if already else ""))
+    return 0
+
+
+def register_examples(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("examples", help="the chapter's example records: list them, or add "
+                                             "them to a store (nothing adds them by itself)")
+    parser.add_argument("action", choices=["list", "add"],
+                        help="list: print them; add: append the ones not stored yet")
+    add_store_options(parser)
+    parser.set_defaults(handler=_examples)
 
 
 def _chat(args: argparse.Namespace) -> int:
@@ -106,7 +175,8 @@ def _chat(args: argparse.Namespace) -> int:
 
     from labmem.chat import run_chat
 
-    return run_chat(workdir=Path(args.workdir), memory_tool=args.memory_tool)
+    return run_chat(workdir=Path(args.workdir), memory_tool=args.memory_tool,
+                    with_examples=args.with_examples)
 
 
 def register_chat(sub: argparse._SubParsersAction) -> None:
@@ -116,6 +186,9 @@ def register_chat(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--memory-tool", action="store_true",
                         help="also give the model the memory tool: its /memories live under "
                              "$LABMEM_HOME/memory-tool/, every command logged (s15)")
+    parser.add_argument("--with-examples", action="store_true",
+                        help="first add the chapter's example records to the store "
+                             "recall_history searches (they stay there)")
     parser.set_defaults(handler=_chat)
 
 
@@ -158,7 +231,7 @@ def _resilience(args: argparse.Namespace) -> int:
 def register_resilience(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("resilience", help="run the fault-injection scorecard")
     parser.add_argument("--output-dir", help="where to write resilience_report.json "
-                                             "(default: a new temporary directory)")
+                                             "(default: no report is written)")
     parser.set_defaults(handler=_resilience)
 
 
@@ -169,18 +242,22 @@ def _walkthrough(args: argparse.Namespace) -> int:
     from labmem.core.clock import FixedClock
     from labmem.walkthrough import run_walkthrough
 
-    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="labmem-walkthrough-"))
-    if not args.home:
-        print(f"home: {home}")
-    result = run_walkthrough(home, clock=FixedClock(args.at))
+    if args.home:
+        result = run_walkthrough(Path(args.home), clock=FixedClock(args.at))
+        print(f"manifest: {result.manifest_path}")
+        return 0 if result.ok else 1
+    with tempfile.TemporaryDirectory(prefix="labmem-walkthrough-") as home:
+        result = run_walkthrough(Path(home), clock=FixedClock(args.at))
+    print("the run's home was a temporary directory, now removed; add --home DIR to keep it "
+          "and its manifest")
     return 0 if result.ok else 1
 
 
 def register_walkthrough(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("walkthrough", help="run every memory layer in one offline, "
                                                 "restart-safe run and check the boundaries")
-    parser.add_argument("--home", help="a directory without a manifest (default: a new "
-                                       "temporary directory, printed)")
+    parser.add_argument("--home", help="a directory without a manifest, kept after the run "
+                                       "(default: a temporary directory, removed at the end)")
     parser.add_argument("--at", default="2026-08-01T12:00:00Z",
                         help="the fixed start time of the run's clock (ISO-8601 with zone)")
     parser.set_defaults(handler=_walkthrough)
@@ -196,8 +273,8 @@ def register_story(sub: argparse._SubParsersAction) -> None:
 
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    register_demo, register_recall, register_chat, register_resilience, register_story,
-    register_walkthrough, register_mcp,
+    register_demo, register_recall, register_examples, register_chat, register_resilience,
+    register_story, register_walkthrough, register_mcp,
 ]
 
 
@@ -211,8 +288,10 @@ LAZY_COMMANDS: dict[Callable[[argparse._SubParsersAction], None], tuple[str, str
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``labmem`` parser; given ``argv``, only the chosen command's parser is built in
     full (the others it names but does not import)."""
-    parser = OneLineParser(prog="labmem", description="labmem: how agents remember")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="labmem", description="labmem: how agents remember",
+                           epilog="Installed by make into .venv/bin: run .venv/bin/labmem, or "
+                                  "`. .venv/bin/activate` first. " + DEMO_EPILOG)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None) if argv else None
     for register in COMMANDS:
         name, help_text = LAZY_COMMANDS.get(register, (None, ""))
@@ -225,7 +304,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if args.command is None:  # no command: say which there are
+        parser.print_help()
+        return 0
     try:
         status = args.handler(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush

@@ -492,11 +492,11 @@ def run_case(name: str, case: Callable[[Path], CaseResult], root: Path) -> CaseR
 
 def run_scorecard(output_dir: Path | None = None,
                   cases: dict[str, Callable[[Path], CaseResult]] | None = None,
-                  out: Callable[[str], None] = print) -> tuple[list[CaseResult], Path]:
-    """Run every case, print ``[PASS|FAIL] case: observed`` lines, write the JSON report."""
+                  out: Callable[[str], None] = print) -> tuple[list[CaseResult], Path | None]:
+    """Run every case, print ``[PASS|FAIL] case: observed`` lines; with ``output_dir``, write
+    the JSON report there and return its path (without one, nothing is left behind: the
+    cases run in a scratch directory that is removed, and the report path is ``None``)."""
     cases = all_cases() if cases is None else cases
-    output_dir = Path(output_dir) if output_dir is not None else Path(
-        tempfile.mkdtemp(prefix="labmem-resilience-"))
     results = []
     with tempfile.TemporaryDirectory(prefix="labmem-cases-") as scratch:
         for name, case in cases.items():
@@ -504,11 +504,15 @@ def run_scorecard(output_dir: Path | None = None,
             results.append(result)
             out(f"[{'PASS' if result.passed else 'FAIL'}] {result.case}: {result.observed}")
     passed = sum(r.passed for r in results)
+    out(f"Passed: {passed}/{len(results)}")
+    if output_dir is None:
+        out("Report: not written (add --output-dir DIR to keep resilience_report.json)")
+        return results, None
+    output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     report = output_dir / "resilience_report.json"
     report.write_text(json.dumps({"passed": passed, "total": len(results),
                                   "cases": [asdict(r) for r in results]}, indent=2) + "\n",
                       encoding="utf-8")
-    out(f"Passed: {passed}/{len(results)}")
     out(f"Report: {report}")
     return results, report

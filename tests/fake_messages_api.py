@@ -15,6 +15,12 @@ import json
 from labmem.agents import LocalMessagesAPI, assistant_turns, message, tool_results
 
 
+def first_hit(result: dict) -> str:
+    """The first hit's id, or what an empty store's recall says."""
+    hits = result["hits"]
+    return hits[0]["memory_id"] if hits else f"no hits in {result['searched_records']} records"
+
+
 class FakeMessagesAPI(LocalMessagesAPI):
     def __init__(self) -> None:
         super().__init__()
@@ -30,7 +36,7 @@ class FakeMessagesAPI(LocalMessagesAPI):
             content = [{"type": "tool_use", "id": "toolu_2", "name": "read_file",
                         "input": {"path": "notes.txt"}}]
         else:
-            quoted = [json.loads(r["content"])["hits"][0]["memory_id"]
+            quoted = [first_hit(json.loads(r["content"]))
                       if r["content"].startswith("{") else r["content"]
                       for m in body["messages"] if isinstance(m["content"], list)
                       for r in m["content"] if r.get("type") == "tool_result"]

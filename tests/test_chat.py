@@ -14,6 +14,16 @@ from tests.fake_messages_api import FakeMessagesAPI
 
 
 @pytest.fixture
+def examples_home(tmp_path, monkeypatch):
+    """A home whose store holds the chapter's example records, added by asking for them (the
+    scripted model quotes the first hit, so its recall must find one)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("LABMEM_HOME", str(home))
+    default_runtime(with_examples=True)
+    return home
+
+
+@pytest.fixture
 def workdir(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
@@ -21,8 +31,7 @@ def workdir(tmp_path):
     return work
 
 
-def test_loop_round_trips_tools_through_the_real_sdk(workdir, tmp_path, monkeypatch):
-    monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
+def test_loop_round_trips_tools_through_the_real_sdk(workdir, examples_home):
     with FakeMessagesAPI() as api:
         client, model = runtime_client({"ANTHROPIC_API_KEY": "test-key", "MODEL_ID": "m-test",
                                         "ANTHROPIC_BASE_URL": api.url})
@@ -45,7 +54,8 @@ def test_chat_command_end_to_end(workdir, tmp_path):
         env.update(ANTHROPIC_API_KEY="test-key", MODEL_ID="m-test", ANTHROPIC_BASE_URL=api.url,
                    LABMEM_HOME=str(tmp_path / "home"))
         done = subprocess.run([sys.executable, "-m", "labmem.cli", "chat", "--workdir",
-                               str(workdir)], input="What did we decide?\n", env=env,
+                               str(workdir), "--with-examples"], input="What did we decide?\n",
+                              env=env,
                               capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "assistant> Answer based on conversation-002 and We chose WAL mode." in done.stdout
@@ -95,7 +105,8 @@ def test_tool_errors_go_back_to_the_model(workdir, tmp_path, monkeypatch):
     assert failed and output.startswith("PermissionError")
     output, failed = loop._run_tool("recall_history", {"query": "   "})
     assert failed and "must not be empty" in output
-    assert default_runtime().store.latest_profile() is not None
+    assert default_runtime().store.is_empty()  # no profile nobody wrote
+    assert not (tmp_path / "home").exists()
 
 
 # -- issue 20: the limit is the library's, the request is booked, long views are compacted --
@@ -117,9 +128,7 @@ def test_a_bad_recall_limit_is_refused_exactly_like_the_library(workdir, tmp_pat
     assert failed and output == f"RecallQueryError: {library.value}"
 
 
-def test_each_call_is_booked_and_compared_with_the_reported_usage(workdir, tmp_path,
-                                                                   monkeypatch):
-    monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
+def test_each_call_is_booked_and_compared_with_the_reported_usage(workdir, examples_home):
     with FakeMessagesAPI() as api:
         client, model = runtime_client({"ANTHROPIC_API_KEY": "k", "MODEL_ID": "m-test",
                                         "ANTHROPIC_BASE_URL": api.url})
@@ -137,10 +146,9 @@ def test_each_call_is_booked_and_compared_with_the_reported_usage(workdir, tmp_p
 
 
 def test_a_long_single_task_is_compacted_before_the_call_that_would_crowd_memory(
-        workdir, tmp_path, monkeypatch):
+        workdir, examples_home):
     from labmem.context import estimate_messages_tokens, validate_tool_protocol
 
-    monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
     history = [{"role": "user", "content": "Port the module and keep the tests green."}]
     for r in range(30):
         history += [{"role": "assistant", "content": [

@@ -13,6 +13,7 @@ from labmem.agents import LocalMessagesAPI, MemoryDirectory, scripted
 from labmem.chat import MEMORY_TOOL, MEMORY_TOOL_BETA, AgentLoop, runtime_client, tool_log
 from labmem.core.clock import SteppingClock
 from labmem.core.text import estimate_tokens
+from labmem.recall.tool import default_runtime
 from tests.fake_messages_api import FakeMessagesAPI
 
 pytest.importorskip("anthropic")
@@ -72,6 +73,7 @@ def results_by_id(messages):
 
 def test_the_memory_tool_beside_recall_through_the_real_sdk(workdir, tmp_path, monkeypatch):
     monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
+    default_runtime(with_examples=True)  # the recall below must find a hit
     memories = memories_of(tmp_path / "home")
     loop, api, answer = run(TURNS, workdir, memories)
     assert answer == "We use SQLite in WAL mode."
@@ -150,7 +152,8 @@ def test_chat_command_with_the_memory_tool_switch(workdir, tmp_path):
         env.update(ANTHROPIC_API_KEY="test-key", MODEL_ID="m-test", ANTHROPIC_BASE_URL=api.url,
                    LABMEM_HOME=str(home), LABMEM_USER_ID="alice")
         done = subprocess.run([sys.executable, "-m", "labmem.cli", "chat", "--workdir",
-                               str(workdir), "--memory-tool"], input="What did we decide?\n",
+                               str(workdir), "--memory-tool", "--with-examples"],
+                              input="What did we decide?\n",
                               env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "tools recall_history, read_file, memory" in done.stdout

@@ -38,14 +38,46 @@ def test_demo_is_deterministic(capsys):
     assert capsys.readouterr().out == first
 
 
-def test_default_store_is_created_on_first_use_and_seeded(home):
+@pytest.fixture
+def examples(home):
+    """The default home holding the chapter's example records, added the one way there is:
+    by asking for them."""
+    assert main(["examples", "add"]) == 0
+    return home
+
+
+def test_opening_the_default_store_writes_nothing(home):
     assert not home.exists()
     runtime = default_runtime()
     path = home / "remote-memory" / f"{scope_digest('learner')}.jsonl"
-    assert runtime.store.path == path and path.exists()
-    assert len(runtime.store.read_all()) == len(TEACHING_RECORDS)
-    default_runtime()  # a second start does not seed again
+    assert runtime.store.path == path and runtime.store.is_empty()
+    assert runtime.engine.recall("layered memory").searched_records == 0
+    assert not home.exists()  # no folder, no file, no lock: nothing was asked to be stored
+
+
+def test_example_records_go_in_only_when_asked_and_once(home, capsys):
+    runtime = default_runtime(with_examples=True)
+    assert [r.memory_id for r in runtime.store.read_all()] == [
+        r["memory_id"] for r in TEACHING_RECORDS]
+    default_runtime(with_examples=True)  # asking again adds nothing twice
     assert len(default_runtime().store.read_all()) == len(TEACHING_RECORDS)
+    assert main(["examples", "add"]) == 0
+    assert f"added 0 example records to {runtime.store.path}" in capsys.readouterr().out
+
+
+def test_examples_list_prints_them_and_writes_nothing(home, capsys):
+    assert main(["examples", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == [r["memory_id"] for r in TEACHING_RECORDS]
+    assert not home.exists()
+
+
+def test_examples_go_to_the_home_and_user_named(tmp_path, home):
+    other = tmp_path / "elsewhere"
+    assert main(["examples", "add", "--home", str(other), "--user", "alice"]) == 0
+    assert [p.name for p in (other / "remote-memory").glob("*.jsonl")] == [
+        f"{scope_digest('alice')}.jsonl"]
+    assert not home.exists()
 
 
 def test_users_get_separate_default_stores(home, monkeypatch):
@@ -58,15 +90,17 @@ def test_users_get_separate_default_stores(home, monkeypatch):
     assert data["hits"] == [] and data["empty_reason"] == "no_matching_terms"
 
 
-def test_recall_history_returns_the_json_contract(home):
+def test_recall_history_returns_the_json_contract(examples):
     data = json.loads(recall_history("layered memory", limit=2))
     assert data["hits"][0]["memory_id"] == "conversation-003"
     assert len(data["hits"]) <= 2
-    assert set(data["hits"][0]) >= {"scope", "provenance", "source", "score", "score_breakdown"}
+    assert set(data["hits"][0]) == {"memory_id", "rank", "snippet", "scope", "provenance",
+                                    "score", "score_breakdown"}  # provenance once, not twice
 
 
 def test_cli_recall_json_and_text(home, capsys):
-    assert main(["recall", "SQLite persistence", "--json", "--limit", "1"]) == 0
+    assert main(["recall", "SQLite persistence", "--json", "--limit", "1",
+                 "--with-examples"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [h["memory_id"] for h in data["hits"]] == ["conversation-002"]
     assert main(["recall", "分层记忆"]) == 0
@@ -75,7 +109,7 @@ def test_cli_recall_json_and_text(home, capsys):
     assert "no hits (no_matching_terms)" in capsys.readouterr().out
 
 
-def test_cli_recall_scorer_is_one_option(home, capsys):
+def test_cli_recall_scorer_is_one_option(examples, capsys):
     assert main(["recall", "SQLite persistence", "--json", "--scorer", "bm25"]) == 0
     hits = json.loads(capsys.readouterr().out)["hits"]
     assert hits and {h["score_breakdown"]["scorer"] for h in hits} == {"bm25"}
@@ -123,7 +157,7 @@ def test_a_store_with_only_a_torn_line_counts_as_empty(home):
     path = home / "remote-memory" / f"{scope_digest('learner')}.jsonl"
     path.parent.mkdir(parents=True)
     path.write_bytes(b'{"memory_id": "torn')  # a writer died mid-line: no record
-    store = default_runtime().store
+    store = default_runtime(with_examples=True).store
     assert [r.memory_id for r in store.read_all()] == [r["memory_id"] for r in TEACHING_RECORDS]
 
 

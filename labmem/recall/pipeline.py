@@ -22,6 +22,7 @@ import functools
 import hashlib
 import heapq
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -278,13 +279,8 @@ class RecallHit:
     score_breakdown: RecallScoreBreakdown
 
     @property
-    def source(self) -> MemorySource:
-        """Compatibility alias of :attr:`provenance` (older callers read ``hit.source``)."""
-        return self.provenance
-
-    @property
     def score(self) -> float:
-        """Compatibility alias of ``score_breakdown.total``."""
+        """The hit's total score (``score_breakdown.total``), for short listings."""
         return self.score_breakdown.total
 
     def to_dict(self) -> dict[str, Any]:
@@ -295,7 +291,6 @@ class RecallHit:
             "snippet": self.snippet,
             "scope": self.scope.to_dict(),
             "provenance": provenance,
-            "source": dict(provenance),
             "score": self.score,
             "score_breakdown": self.score_breakdown.to_dict(),
         }
@@ -685,13 +680,34 @@ def _fixed(value: float, field: str = "score") -> str:
     return fixed(value, field, SCORE_DECIMALS)
 
 
+CONTRIBUTION_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def score_contributions(breakdown: RecallScoreBreakdown) -> dict[str, float]:
+    """Every part of the total, by name (they add up to it, each rounded as shown).
+
+    A breakdown built without ``contributions`` (by hand, say) has two parts: lexical and
+    recency.
+    """
+    parts = dict(breakdown.contributions) or {"lexical": breakdown.lexical_contribution,
+                                              "recency": breakdown.recency_contribution}
+    for name in parts:
+        if not isinstance(name, str) or not CONTRIBUTION_NAME.fullmatch(name):
+            raise InvalidInputError(
+                "score_breakdown.contributions", f"{name!r} is not a contribution name",
+                "name each part with lower-case letters, digits and '_'")
+    return parts
+
+
 def render_recalled_context(result: RecallResult) -> str:
     """Stage 5: the hits as a ``<recalled_context>`` block; ``""`` when there are none.
 
     Every attribute and text node goes through the core renderer (:data:`labmem.core.render
     .XML`): markup is escaped, so stored text cannot close an element early or inject a fake
     hit, and line breaks and control characters become ``\\uXXXX``, so each element stays
-    on its line. Scores must be finite and ranks positive.
+    on its line. Scores must be finite and ranks positive. The ``<score>`` element lists
+    every contribution as ``<name>_contribution`` (:func:`score_contributions`): they add
+    up to ``total``, whichever scorer ranked the hits.
     """
     if not result.hits:
         return ""
@@ -704,6 +720,8 @@ def render_recalled_context(result: RecallResult) -> str:
     for hit in result.hits:
         b = hit.score_breakdown
         p = hit.provenance
+        parts = "".join(f' {name}_contribution="{_fixed(value)}"'
+                        for name, value in score_contributions(b).items())
         lines += [
             f'  <hit rank="{count(hit.rank, "hit.rank", 1)}" '
             f'memory_id="{_attr(hit.memory_id, "hit.memory_id")}" '
@@ -711,9 +729,7 @@ def render_recalled_context(result: RecallResult) -> str:
             f'memory_kind="{_attr(hit.scope.memory_kind.value)}">',
             f'    <score total="{_fixed(b.total)}" '
             f'lexical_coverage="{_fixed(b.lexical_coverage)}" '
-            f'recency="{_fixed(b.recency)}" '
-            f'lexical_contribution="{_fixed(b.lexical_contribution)}" '
-            f'recency_contribution="{_fixed(b.recency_contribution)}"/>',
+            f'recency="{_fixed(b.recency)}"{parts}/>',
             f'    <provenance source_id="{_attr(p.source_id)}" '
             f'source_type="{_attr(p.source_type)}" title="{_attr(p.title)}" '
             f'captured_at="{_attr(format_timestamp(p.captured_at))}"/>',

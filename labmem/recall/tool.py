@@ -1,9 +1,11 @@
 """The ``recall_history`` tool, its default store, and the offline s12 demo.
 
-Side effects are deferred on purpose: importing this module creates nothing. The
-default store under ``$LABMEM_HOME`` (default ``~/.labmem``) for ``$LABMEM_USER_ID``
-is created — and filled with a few teaching records — the first time
-:func:`default_runtime` or :func:`recall_history` runs.
+Side effects are deferred on purpose: importing this module creates nothing, and opening
+the default store under ``$LABMEM_HOME`` (default ``~/.labmem``) for ``$LABMEM_USER_ID``
+writes nothing either. A store holds only what its user (or their agent) wrote: the
+chapter's example records go in only when asked for by name — :func:`add_teaching_records`,
+``default_runtime(with_examples=True)``, ``labmem examples add`` or ``--with-examples`` —
+because an agent host takes whatever a store holds as a fact about its user.
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ TEACHING_RECORDS: tuple[dict, ...] = (
 
 
 def add_teaching_records(store: RemoteMemoryStore) -> int:
-    """Append the teaching records that are not stored yet; return how many were added."""
+    """Append the example (teaching) records that are not stored yet; return how many were
+    added. Only ever called on request: nothing adds them to a store by itself."""
     added = 0
     for item in TEACHING_RECORDS:
         try:
@@ -127,8 +130,12 @@ def default_home() -> Path:
 
 
 def default_runtime(*, home: str | Path | None = None, user_id: str | None = None,
-                    clock: Clock | None = None) -> RemoteRuntime:
-    """Open the default remote store (created, with the teaching records, on first use).
+                    clock: Clock | None = None, with_examples: bool = False) -> RemoteRuntime:
+    """Open the default remote store of one user under one home.
+
+    Opening writes nothing: a new home gets its ``remote-memory/`` folder only when a
+    record is appended. ``with_examples=True`` adds the example records that are not
+    stored yet (:data:`TEACHING_RECORDS`), for a learner who asked for them.
 
     A home that cannot hold the store (``$LABMEM_HOME`` naming a file, say) is refused
     with a :class:`RemoteMemoryError` naming it, before anything is read or written.
@@ -137,15 +144,14 @@ def default_runtime(*, home: str | Path | None = None, user_id: str | None = Non
     home = Path(home) if home is not None else default_home()
     user_id = user_id or os.environ.get(ENV_USER) or DEFAULT_USER
     path = home / "remote-memory" / f"{scope_digest(user_id)}.jsonl"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+    blocker = next((p for p in (path.parent, *path.parent.parents)
+                    if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
         raise RemoteMemoryError(
-            f"{where} {str(home)!r}: cannot hold the default store "
-            f"({exc.strerror or type(exc).__name__}: {exc.filename}); point it at a "
-            "directory labmem may write (it is created if missing)") from None
+            f"{where} {str(home)!r}: cannot hold the default store ({blocker} is not a "
+            "directory); point it at a directory labmem may write (it is created if missing)")
     store = RemoteMemoryStore(path, user_id=user_id, clock=clock)
-    if store.is_empty():  # by its size: nothing is decoded
+    if with_examples:
         add_teaching_records(store)
     return RemoteRuntime(home, store, RecallEngine(store, scorer=DEFAULT_SCORER))
 

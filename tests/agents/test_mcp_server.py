@@ -34,9 +34,9 @@ REMEMBER = {"memory_type": "semantic", "title": "storage engine", "text": "SQLit
             "outcome": "succeeded", "evidence": ["test-run:1"], "source_kind": "tool_observed",
             "origin_key": "storage.engine"}
 CALLS = [
-    ("recall_history", {"query": "SQLite persistence decision", "limit": 2}),
     ("remember_record", {"kind": "conversation", "content": "Chose SQLite WAL for the index.",
                          "summary": "SQLite WAL", "source": SOURCE}),
+    ("recall_history", {"query": "SQLite persistence decision", "limit": 2}),
     ("set_preference", {"key": "answer.style", "value": "concise"}),
     ("get_preferences", {}),
     ("delete_preference", {"key": "answer.style"}),
@@ -102,8 +102,11 @@ def test_every_tool_over_stdio_writes_its_layer(tmp_path):
     failed = [(r.name, r.text) for r in run.replies if r.is_error]
     assert failed == []
     replies = {r.name: r.data for r in run.replies}
-    hit = replies["recall_history"]["hits"][0]
-    assert hit["memory_id"] == "conversation-002" and hit["provenance"]["source_id"]
+    recalled = replies["recall_history"]
+    assert recalled["searched_records"] == 1  # the one record this client wrote, nothing else
+    hit = recalled["hits"][0]
+    assert hit["memory_id"] == replies["remember_record"]["memory_id"]
+    assert hit["provenance"] == SOURCE
     assert replies["remember_record"]["source"] == SOURCE
     assert replies["get_preferences"]["preferences"][0]["value"] == "concise"
     assert replies["delete_preference"]["status"] == "deleted"
@@ -113,7 +116,9 @@ def test_every_tool_over_stdio_writes_its_layer(tmp_path):
     # the files on disk are the layers' own
     files = tree(home)
     remote = [k for k in files if k.startswith("remote-memory/")]
-    assert len(remote) == 1 and b"Chose SQLite WAL for the index." in files[remote[0]]
+    assert len(remote) == 1
+    assert [json.loads(line)["content"] for line in files[remote[0]].decode().splitlines()] \
+        == ["Chose SQLite WAL for the index."]
     prefs = [k for k in files if k.startswith("users/") and k.endswith("preferences.json")]
     assert prefs and b'"answer.style"' in files[prefs[0]]  # the tombstone
     assert not any(b"concise" in files[k] for k in files if k.startswith("users/"))

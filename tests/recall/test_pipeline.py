@@ -276,13 +276,13 @@ def test_engine_end_to_end_json_shape(store):
     assert data["searched_records"] == 4 and data["candidate_records"] == 1
     hit = data["hits"][0]
     assert hit["memory_id"] == "conversation-003" and hit["rank"] == 1
-    assert hit["source"] == hit["provenance"]
+    assert "source" not in hit and hit["provenance"]["source_id"]  # provenance once
     assert hit["scope"] == {"user_scope": SCOPE, "memory_kind": "conversation"}
     assert hit["score"] == hit["score_breakdown"]["total"] == 0.995161
     assert hit["score_breakdown"]["contributions"] == {"lexical": 0.85, "recency": 0.145161}
     assert data["empty_reason"] is None
     h = result.hits[0]
-    assert h.source is h.provenance and h.score == h.score_breakdown.total
+    assert h.score == h.score_breakdown.total
 
 
 def test_profiles_never_appear_as_hits(store):

@@ -48,7 +48,8 @@ def test_end_to_end_in_a_subprocess_without_provider_variables(tmp_path):
     lines = done.stdout.splitlines()
     for expected, line in zip(STAGES, lines, strict=False):
         assert line.startswith(expected)
-    assert lines[-1].startswith("RESULT: OK — ")
+    assert lines[-2].startswith("RESULT: OK — ")
+    assert lines[-1] == f"manifest: {home / MANIFEST_NAME}"  # where to find it, when kept
     manifest = json.loads((home / MANIFEST_NAME).read_text())
     assert list(manifest["checks"]) == list(CHECKS) and all(manifest["checks"].values())
     assert set(manifest) == {"checks", "layers", "artifacts"}
@@ -60,9 +61,9 @@ def test_end_to_end_in_a_subprocess_without_provider_variables(tmp_path):
 
 
 def test_output_is_the_same_on_every_run(tmp_path):
-    one = run_cli("walkthrough", "--home", str(tmp_path / "a")).stdout
-    two = run_cli("walkthrough", "--home", str(tmp_path / "b")).stdout
-    assert one == two
+    one = run_cli("walkthrough", "--home", str(tmp_path / "a")).stdout.splitlines()
+    two = run_cli("walkthrough", "--home", str(tmp_path / "b")).stdout.splitlines()
+    assert one[:-1] == two[:-1]  # all but the line naming the manifest's own path
 
 
 def test_reusing_a_home_fails_and_overwrites_nothing(tmp_path):
@@ -78,10 +79,14 @@ def test_reusing_a_home_fails_and_overwrites_nothing(tmp_path):
         run_walkthrough(tmp_path / "used", clock=FixedClock("2026-08-01T12:00:00Z"))
 
 
-def test_without_home_a_temporary_directory_is_used_and_printed():
-    done = run_cli("walkthrough")
-    assert done.returncode == 0
-    assert done.stdout.splitlines()[0].startswith("home: ")
+def test_without_home_the_run_leaves_nothing_behind(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = run_cli("walkthrough", env_extra={"TMPDIR": str(scratch)})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-2].startswith("RESULT: OK — ") and "add --home DIR to keep it" in lines[-1]
+    assert list(scratch.iterdir()) == []  # the temporary home is gone
 
 
 def test_a_failing_check_is_reported(tmp_path, monkeypatch):
