@@ -11,8 +11,13 @@ import pytest
 
 from labmem.core.clock import FixedClock
 from labmem.core.errors import InvalidInputError
-from labmem.recall import (SCORER_NAMES, RecallEngine, RemoteMemoryStore, add_teaching_records,
-                           render_recalled_context)
+from labmem.recall import (
+    SCORER_NAMES,
+    RecallEngine,
+    RemoteMemoryStore,
+    add_teaching_records,
+    render_recalled_context,
+)
 from labmem.recall.pipeline import score_contributions
 
 QUERIES = ["SQLite persistence", "layered memory design", "分层记忆", "测试策略",
