@@ -31,7 +31,14 @@ from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
 from labmem.core.provenance import SESSION_ID_PATTERN, MemorySource
 from labmem.core.storage import JsonlLog, LockFactory, file_lock
-from labmem.core.validation import require_int, require_json, require_text, too_deep
+from labmem.core.validation import (
+    UnstorableJson,
+    parse_json,
+    require_int,
+    require_json,
+    require_text,
+    too_deep,
+)
 
 __all__ = [
     "Transcript", "ReplayState", "ReplayWindow", "TranscriptMemoryCandidate", "TranscriptError",
@@ -143,12 +150,16 @@ def _validate_field(event_type: str, name: str, value: Any) -> Any:
         return value
     if name == "arguments":
         if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                raise _refuse(field, "is not valid JSON") from None
-            except RecursionError:  # nested far past the core's bound
-                raise _refuse(field, too_deep(), "flatten the arguments") from None
+            try:  # the one validating parser: bounded depth, no NaN, no lone surrogate
+                value = parse_json(value)
+            except UnstorableJson as exc:  # named where in the arguments it is
+                raise _refuse(exc.at(field), exc.problem,
+                              "flatten the arguments" if too_deep() in exc.problem else
+                              "pass real text, without unpaired surrogates") from None
+            except ValueError as exc:
+                if too_deep() in str(exc):  # the decoder itself recursed too deep
+                    raise _refuse(field, too_deep(), "flatten the arguments") from None
+                raise _refuse(field, f"is not valid JSON ({exc})") from None
         if not isinstance(value, Mapping):
             raise _refuse(field, "must be a JSON object (a dict)")
         if isinstance(value, dict):  # bounded nesting, no lone surrogate: before the copy

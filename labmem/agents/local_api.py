@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from labmem.core.validation import parse_json
+
 Reply = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -66,7 +68,22 @@ class LocalMessagesAPI:
                 pass
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                try:  # the one validating parser: too deep or not JSON is a 400, not a crash
+                    body = parse_json(self.rfile.read(int(self.headers["Content-Length"])))
+                except ValueError as exc:
+                    body, refused = None, str(exc)
+                else:
+                    refused = None
+                if refused is not None or not isinstance(body, dict):
+                    data = json.dumps({"type": "error", "error": {
+                        "type": "invalid_request_error",
+                        "message": refused or "the body must be a JSON object"}}).encode()
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 key = self.headers.get("x-api-key") or \
                     self.headers.get("authorization", "").removeprefix("Bearer ")
                 api.requests.append({"path": self.path, "body": body, "api_key": key,

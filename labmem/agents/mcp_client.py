@@ -8,13 +8,14 @@ in a worker thread, so it works the same from a script, a test or a notebook cel
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from labmem.core.validation import parse_json
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,8 @@ class ToolReply:
 
     @property
     def data(self) -> Any:
-        return None if self.is_error else json.loads(self.text)
+        # the one validating parser: a reply nested past the core's bound is a ValueError
+        return None if self.is_error else parse_json(self.text)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from labmem.core.clock import Clock
 from labmem.core.errors import InvalidInputError
 from labmem.core.provenance import OPAQUE_ID_PATTERN, scope_digest
 from labmem.mmu import MEMORY_TYPES, SOURCE_KINDS, FileMemoryService
-from labmem.recall import MEMORY_ID_PATTERN, default_runtime
+from labmem.recall import MAX_QUERY_TERMS, MEMORY_ID_PATTERN, default_runtime
 from labmem.user import KEY_PATTERN, MAX_VALUE_CHARS, UserMemory
 from labmem.workspace import KINDS, WorkspaceMemory
 
@@ -95,7 +95,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("recall_history", "Search this user's long-term conversation records with the "
              "best measured scorer. Write a self-contained query naming the topic. Returns "
              "ranked hits, each with its source (provenance) and score.",
-             _object({"query": _text(MAX_QUERY_CHARS, "What to recall, self-contained."),
+             _object({"query": _text(MAX_QUERY_CHARS, "What to recall, self-contained, in "
+                                      f"at most {MAX_QUERY_TERMS} distinct words."),
                       "limit": {"type": "integer", "minimum": 1, "maximum": 10,
                                 "default": 5}}, ("query",)), "labmem.recall"),
     ToolSpec("remember_record", "Store one record in remote memory with the source it came "

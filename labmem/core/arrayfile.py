@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from labmem.core.storage import fsync_directory
+from labmem.core.validation import parse_json
 
 _FIXED = struct.Struct("<8sII")  # magic, header length, header CRC-32
 _ALIGN = 64
@@ -167,16 +168,39 @@ def read_header(handle, magic: bytes) -> Header:
     header = handle.read(header_len)
     if len(header) != header_len or zlib.crc32(header) != header_crc:
         raise ArrayFileRefused("torn (its header is incomplete or damaged)")
-    try:
-        head = json.loads(header)
+    try:  # the one validating parser: a header nested 100,000 deep is refused, not a
+        head = parse_json(header)  # RecursionError (its CRC-32 says only "as written")
         found = Header(head["meta"], head["arrays"], _FIXED.size + header_len,
                        int(head["body_bytes"]), int(head["body_crc32"]))
-    except (ValueError, KeyError, TypeError):
+        _check_layout(found)
+    except (ValueError, KeyError, TypeError, IndexError):
         raise ArrayFileRefused("damaged header") from None
     if size != found.start + found.body_bytes:
         raise ArrayFileRefused(f"torn ({size} bytes, its header promises "
                                f"{found.start + found.body_bytes})")
     return found
+
+
+def _check_layout(header: Header) -> None:
+    """Refuse a header whose shape is not what :func:`write_arrays` writes: ``meta`` an
+    object, every array ``[offset, dtype, count]`` lying inside the body. A header that
+    passes its CRC-32 was still written by *someone*; what it claims is checked before a
+    reader indexes anything by it (``ValueError``, ``TypeError``: the caller refuses)."""
+    if not isinstance(header.meta, dict) or not isinstance(header.layout, dict):
+        raise TypeError("meta and arrays must be objects")
+    if header.body_bytes < 0:
+        raise ValueError("a negative body")
+    for entry in header.layout.values():
+        offset, dtype, count = entry
+        if (type(offset) is not int or type(count) is not int or not isinstance(dtype, str)
+                or offset < 0 or count < 0):
+            raise TypeError(f"not an array's place: {entry!r}")
+        kind = np.dtype(dtype)  # TypeError for a name numpy lacks
+        if kind.hasobject:
+            raise TypeError("an array of Python objects")
+        size = kind.itemsize * count
+        if offset + size > header.body_bytes:
+            raise ValueError("an array lies outside the body")
 
 
 def check_body(fd: int, header: Header) -> None:

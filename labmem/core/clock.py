@@ -50,7 +50,12 @@ class FixedClock:
         """Move the clock forward (e.g. to age records past a TTL) and return the new time."""
         if not isinstance(delta, timedelta) or delta < timedelta(0):
             raise InvalidInputError("delta", f"must be a non-negative timedelta, got {delta!r}")
-        self.at = self.at + delta
+        try:
+            self.at = self.at + delta
+        except OverflowError:  # past 9999-12-31: a refusal naming delta, not a bare error
+            raise InvalidInputError(
+                "delta", f"{delta!r} moves the clock past the year 9999",
+                "advance by less") from None
         return self.at
 
     def __repr__(self) -> str:
@@ -124,7 +129,21 @@ def parse_timestamp(value: datetime | str, *, field: str) -> datetime:
             field, f"is a naive timestamp ({value.isoformat()})",
             "give it a timezone, e.g. datetime(..., tzinfo=timezone.utc) or a '…Z' string",
         )
-    return value.astimezone(UTC)
+    return _as_utc(value, field)
+
+
+def _as_utc(value: datetime, field: str) -> datetime:
+    """``value`` in UTC. Near the ends of the calendar the offset can push the instant out
+    of years 1–9999 (``0001-01-01T00:00:00+01:00`` is in year 0 in UTC), where Python
+    raises a bare ``OverflowError``: refused here, naming the field, as every other bad
+    timestamp is."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError(
+            field, f"{value.isoformat()} is outside the years 1-9999 once converted to UTC",
+            "use a timestamp between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z",
+        ) from None
 
 
 def parse_stored_timestamp(value: Any, *, field: str) -> datetime:

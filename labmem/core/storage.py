@@ -43,6 +43,10 @@ from labmem.core.validation import (
 )
 
 T = TypeVar("T")
+#: What a line decoder raises when a stored field has a type it did not expect (see
+#: :meth:`JsonlLog._as_corruption`); a labmem error among them passes through as it is.
+_WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError,
+                InvalidInputError)
 Decoder = Callable[[int, dict[str, Any]], T]
 LockFactory = Callable[[Path], AbstractContextManager[Any]]
 
@@ -226,12 +230,31 @@ class JsonlLog(Generic[T]):
         self.torn_tail_bytes = len(chunk) - len(complete)
         decoded: list[T] = []
         line_number = self._lines
-        for raw in complete.split(b"\n")[:-1]:  # split on \n only, never splitlines()
-            line_number += 1
-            decoded.append(self._decode(line_number, self._parse(line_number, raw)))
+        try:
+            for raw in complete.split(b"\n")[:-1]:  # split on \n only, never splitlines()
+                line_number += 1
+                decoded.append(self._decode(line_number, self._parse(line_number, raw)))
+        except _WRONG_SHAPE as exc:  # a decoder met a field of a type it did not expect
+            raise self._as_corruption(line_number, exc) from None
         self._offset += len(complete)
         self._lines = line_number
         return decoded
+
+    def _as_corruption(self, line_number: int, exc: Exception) -> Exception:
+        """What a decoder raised by accident, as this log's corruption error naming the
+        line. A line can be valid JSON (its checksum even recomputed) with a field of the
+        wrong type — ``"kind": []``, ``"title": 7`` — and a decoder that indexes, hashes or
+        joins it raises ``TypeError`` & co.: never a caller's concern, always the file's. A
+        labmem validation error (a field a decoder checked) keeps its field and problem;
+        any other labmem error (another user's record, say) is the decoder's answer."""
+        if isinstance(exc, LabmemError) and not isinstance(exc, InvalidInputError):
+            return exc
+        if isinstance(exc, InvalidInputError):
+            problem = f"{exc.field}: {exc.problem}"
+        else:
+            problem = f"a field has the wrong type or shape ({type(exc).__name__}: {exc})"
+        return self._corruption_error(self.path.name, line_number,
+                                      f"{problem}; labmem never writes that")
 
     def _missing(self) -> list[T]:
         if self._offset:

@@ -242,9 +242,23 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
             and json_text_depth(text) > max_depth):
         found = json_problem(value, "document", max_depth=max_depth)
         if found is not None:
-            path, problem = found
-            raise ValueError(problem if path == "document" else f"{path}: {problem}")
+            raise UnstorableJson(*found)
     return value
+
+
+class UnstorableJson(ValueError):
+    """:func:`parse_json`'s refusal of valid JSON that labmem could never have written
+    (nested too deep, a lone surrogate), with where it is: ``path`` starts at
+    ``"document"`` (``document.query``), so a caller reading an argument can name its own
+    field instead (:meth:`at`)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path, self.problem = path, problem
+        super().__init__(problem if path == "document" else f"{path}: {problem}")
+
+    def at(self, field: str) -> str:
+        """``path`` with ``document`` replaced by ``field``."""
+        return field + self.path[len("document"):]
 
 
 def require_int(value: Any, field: str, *, minimum: int | None = None,

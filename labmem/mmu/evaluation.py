@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +25,7 @@ from labmem.core import metrics
 from labmem.core.clock import parse_timestamp
 from labmem.core.errors import validated_as
 from labmem.core.text import normalize_text
-from labmem.core.validation import require_int
+from labmem.core.validation import parse_json, require_int
 from labmem.mmu.errors import MmuValidationError
 from labmem.mmu.pages import derive_l1, derive_l2
 from labmem.mmu.records import MemoryRecord
@@ -50,7 +49,11 @@ def precision_at_k(loaded: Sequence[str], relevant: Sequence[str], k: int) -> fl
 
 def load_json(path: str | Path) -> Any:
     """A small data file written for this project (``data/mmu/*.json``)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    try:  # the one validating parser: bounded depth, no NaN, no lone surrogate
+        return parse_json(Path(path).read_bytes())
+    except ValueError as exc:
+        raise MmuValidationError("path", f"{Path(path).name} cannot be read ({exc})",
+                                 "fix the file: labmem reads plain UTF-8 JSON") from None
 
 
 @dataclass(frozen=True)

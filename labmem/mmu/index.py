@@ -19,7 +19,6 @@ writes both back as one set of arrays, live documents only.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
@@ -28,6 +27,7 @@ import numpy as np
 
 from labmem.core.storage import paused_gc
 from labmem.core.text import extract_terms
+from labmem.core.validation import parse_json
 
 
 class BasePostings:
@@ -47,7 +47,17 @@ class BasePostings:
     @property
     def term_ids(self) -> dict[str, int]:
         if self._terms_json is not None:
-            terms = json.loads(self._terms_json.tobytes())
+            try:  # the one validating parser: bounded nesting, never a RecursionError
+                terms = parse_json(self._terms_json.tobytes())
+            except ValueError:
+                terms = None
+            if (not isinstance(terms, list) or len(terms) != len(self.term_starts) - 1
+                    or not all(type(term) is str for term in terms)):
+                from labmem.mmu.errors import MemoryCorruptionError
+
+                raise MemoryCorruptionError(  # not a term list a fold wrote: never guessed
+                    "records.jsonl.fold", None, "its term list is damaged; delete the fold "
+                    "snapshot and open the service again (the log is folded)")
             self._term_ids = {term: i for i, term in enumerate(terms)}
             self._terms_json = None
         return self._term_ids

@@ -232,15 +232,18 @@ class FileMemoryService:
     @staticmethod
     def _decode(line: int, obj: dict[str, Any]) -> MemoryRecord | Tombstone:
         checksum = obj.pop(CHECKSUM_FIELD, None)
-        if checksum is True:
-            return MemoryRecord.trusted(obj)  # the bytes a validating writer wrote
         try:
+            if checksum is True:  # the bytes a validating writer wrote: types checked only
+                return MemoryRecord.trusted(obj)
             if obj.get("tombstone") is True:
                 decoded = Tombstone.from_dict(obj)
             else:
                 decoded = MemoryRecord.from_dict(obj)
         except MemoryValidationError as exc:  # a bad field is named first, checksum or not
             raise MemoryCorruptionError(RECORDS_FILE, line, str(exc)) from None
+        except (TypeError, ValueError) as exc:  # e.g. a list where a dict key was expected
+            raise MemoryCorruptionError(RECORDS_FILE, line, "a field has the wrong type or "
+                                        f"shape ({type(exc).__name__}: {exc})") from None
         if checksum is not None:  # well-formed, but not the bytes that were written
             raise MemoryCorruptionError(RECORDS_FILE, line,
                                         "its crc32 does not match its bytes (the line was "
@@ -307,13 +310,28 @@ class FileMemoryService:
 
     def _restore_claims(self) -> None:
         """The claim maps, read from the snapshot when a write first needs them."""
-        doc = json.loads(self._deferred_claims)
+        doc = self._claims_document(self._deferred_claims)
         self._deferred_claims = None
         for name in ("origin", "forgotten"):  # three columns: scopes, origin keys, ids
             scopes, keys, ids = doc[name]
             setattr(self, f"_{name}", dict(zip(zip(scopes, keys, strict=True), ids, strict=True)))
         for s, k, text, i in doc["pending"]:
             self._pending[(s, k)][text] = i
+
+    @staticmethod
+    def _claims_document(raw: bytes) -> dict[str, Any]:
+        """The snapshot's claim maps, through the one validating parser: bytes that are
+        not JSON, or nest past the core's bound, are the snapshot's corruption (named),
+        not a ``RecursionError`` in the middle of a write."""
+        try:
+            doc = parse_json(raw)
+        except ValueError as exc:
+            raise MemoryCorruptionError(f"{RECORDS_FILE}.fold", None,
+                                        f"its claim maps cannot be read ({exc})") from None
+        if not isinstance(doc, dict):
+            raise MemoryCorruptionError(f"{RECORDS_FILE}.fold", None,
+                                        "its claim maps are not a JSON object")
+        return doc
 
     def _claims_json(self) -> bytes:
         if self._deferred_claims is not None:
@@ -451,6 +469,8 @@ class FileMemoryService:
         validated_as(MemoryValidationError, require_text, record_id, "record_id")
         validated_as(MemoryValidationError, require_text, scope, "scope")
         record = self._get(record_id)
+        if record is not None:
+            _ = record.text  # a lazy record reads its line here, and checks the snapshot's word
         if record is None or not record.visible or record.scope != scope:
             raise RecordNotFoundError(f"record_id {record_id!r}: no such record in scope "
                                       f"{scope!r} (never written, forgotten, or not this "

@@ -44,6 +44,20 @@ line, exactly as without a snapshot. The log's file descriptor stays open while 
 records need it, so a record decoded late reads the file it was folded from even after a
 purge in another process replaced the name.
 
+**A snapshot proposes, the log decides.** Its checksums prove the file is as its writer
+left it, not that labmem wrote it: anyone who can write the directory can seal a snapshot
+with valid CRCs. So what is cheap to check is checked at open (every code in range, each
+row's latest line the last line of that row, the tables consistent: else refused, and the
+log folded), and every record a recall *returns* is read from its line in the log and
+compared with everything the snapshot said of it — id, status, scope, type, version,
+importance and the other numbers (:meth:`LineSource.fill`): a disagreement removes the
+snapshot (the next open folds the log) and raises :class:`~labmem.mmu.errors.
+MemoryCorruptionError`. What this cannot see: a record the snapshot *hides* (left out of
+the postings, or given another scope), the columns of candidates that are scored but not
+returned, and a row pointed consistently at an older line of its record (only the log
+after that line could show a later one). Proving those would mean folding the log, which
+the snapshot exists to avoid.
+
 Writes (:func:`write_fold`) go to a temporary file, ``fsync``, rename, under the log's lock
 and only if the log is still the file that was folded: a writer killed mid-write leaves a
 temporary file (removed by the next writer or purge) and the previous snapshot intact, and
@@ -72,6 +86,7 @@ from labmem.core.arrayfile import (
     remove_temporaries,
     write_arrays,
 )
+from labmem.core.validation import may_nest_deeper_than, parse_json
 from labmem.mmu.errors import MemoryCorruptionError, MemoryValidationError
 from labmem.mmu.index import BasePostings, TermIndex
 from labmem.mmu.records import (
@@ -136,8 +151,9 @@ class LineSource:
 
     def __init__(self, fd: int, name: str, starts: np.ndarray, covered_bytes: int,
                  rows: Mapping[str, np.ndarray], ids: list[str], strings: np.ndarray,
-                 decode: Decode) -> None:
+                 decode: Decode, log_path: Path | None = None) -> None:
         self.fd, self.name, self.decode, self.ids = fd, name, decode, ids
+        self.log_path = log_path  # whose snapshot is removed when it is caught lying
         self._starts, self._covered = starts, covered_bytes
         self.columns = rows
         self.latest, self.status = rows["latest"], rows["status"]
@@ -152,10 +168,15 @@ class LineSource:
         """The string columns — ``scopes`` (the scope table), ``origin_keys`` (per row),
         ``superseded_by`` / ``conflicts_with`` (``{row: id}``, sparse) — read when first
         needed (a service whose records are never looked at never reads them)."""
-        doc = json.loads(self._strings_json.tobytes())
+        try:
+            doc = _json(self._strings_json)
+        except ValueError:  # not JSON, or nested past the bound
+            doc = None
+        scopes = self.columns["scope"][self.status != TOMBSTONE]  # (a tombstone has none)
+        doc = _strings_columns(doc, len(self.ids), int(scopes.max(initial=-1)))
+        if doc is None:
+            self._lied("its string columns are not the ones it writes")
         self._strings_json = None
-        for name in ("superseded_by", "conflicts_with"):
-            doc[name] = {int(row): value for row, value in doc[name].items()}
         return doc
 
     def status_of(self, row: int) -> str:
@@ -232,15 +253,65 @@ class LineSource:
         end = (int(self._starts[line + 1]) if line + 1 < len(self._starts)
                else self._covered) - 1
         decoded = self.decode(line + 1, os.pread(self.fd, end - start, start))
-        if (not isinstance(decoded, MemoryRecord) or decoded.record_id != fields["record_id"]
-                or decoded.status != fields["status"]):
-            raise MemoryCorruptionError(self.name, line + 1, "it is not the record the fold "
-                                        f"snapshot names ({fields['record_id']!r}); delete "
-                                        f"{self.name}{SNAPSHOT_SUFFIX} and open again")
+        differs = _differing_field(fields, decoded)
+        if differs is not None:
+            self._lied(f"line {line + 1} is not the record it names "
+                       f"({fields['record_id']!r}: {differs} differs)")
         self.decoded += 1
         fields.update(decoded.__dict__)
         fields.pop("_source", None)
         fields.pop("_row", None)
+
+
+    def _lied(self, what: str):
+        """The snapshot said what the log does not: remove it, so the next open folds the
+        log, and raise :class:`MemoryCorruptionError` (the log itself is not at fault)."""
+        if self.log_path is not None:
+            try:
+                remove_snapshot(self.log_path)
+            except OSError:
+                pass
+        raise MemoryCorruptionError(self.name + SNAPSHOT_SUFFIX, None,
+                                    f"the fold snapshot lied: {what}; it was removed, and "
+                                    "opening the service again folds the log")
+
+
+#: Every field a lazy record may hold before its line is read, compared with the line.
+_COMPARED = ("record_id", "status", "memory_type", "valid_until", "scope", "origin_key",
+             "source_kind", *UNIT_FIELDS, "version", "updated_at", "superseded_by",
+             "conflicts_with")
+
+
+def _differing_field(fields: Mapping[str, Any], decoded: Any) -> str | None:
+    """The first field the snapshot gave a lazy record (``fields``) that its line
+    (``decoded``) does not hold, or ``None``."""
+    if not isinstance(decoded, MemoryRecord):
+        return "its kind (a tombstone)"
+    held = decoded.__dict__
+    for name in _COMPARED:
+        if name in fields and fields[name] != held.get(name):
+            return name
+    return None
+
+
+def _strings_columns(doc: Any, rows: int, top_scope: int) -> dict[str, Any] | None:
+    """The string columns as :class:`LineSource` uses them (sparse maps keyed by row), or
+    ``None`` when ``doc`` is not what :func:`write_fold` writes for ``rows`` rows whose
+    scope codes reach ``top_scope`` (-1: no record row)."""
+    try:
+        scopes, keys = doc["scopes"], doc["origin_keys"]
+        if (not isinstance(scopes, list) or not isinstance(keys, list) or len(keys) != rows
+                or top_scope >= len(scopes)
+                or not all(type(x) is str for x in (*scopes, *keys))):
+            return None
+        for name in ("superseded_by", "conflicts_with"):
+            sparse = {int(row): value for row, value in doc[name].items()}
+            if not all(0 <= row < rows and type(v) is str for row, v in sparse.items()):
+                return None
+            doc[name] = sparse
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return doc
 
 
 @dataclass
@@ -262,7 +333,9 @@ class Fold:
 
 
 def _json(array: np.ndarray) -> Any:
-    return json.loads(array.tobytes())
+    """A JSON part of the snapshot, through the one validating parser (a part nested
+    100,000 deep is a ``ValueError``, which refuses the snapshot, not a RecursionError)."""
+    return parse_json(array.tobytes())
 
 
 def _bytes(value: Any) -> np.ndarray:
@@ -294,7 +367,8 @@ def load_fold(log_path: str | os.PathLike[str], decode: Decode) -> Fold:
             raise SnapshotRefused(f"damaged content ({type(exc).__name__}: {exc})") from None
         raise
     source = LineSource(fd, log_path.name, parts.pop("starts"), parts["covered_bytes"],
-                        parts.pop("rows"), parts.pop("ids"), parts.pop("strings"), decode)
+                        parts.pop("rows"), parts.pop("ids"), parts.pop("strings"), decode,
+                        log_path)
     return Fold(source=source, **parts)
 
 
@@ -312,9 +386,15 @@ def _check_and_read(fd: int, stat: os.stat_result, meta: Mapping[str, Any],
     if not len(arrays["history"]) == len(arrays["starts"]) == lines:
         raise SnapshotRefused("its line tables do not match its header")
     ids: list[str] = _json(arrays["ids"])
-    rows = {name: np.array(arrays[name]) for name in COLUMNS}
+    if (not isinstance(ids, list) or not all(type(i) is str for i in ids)
+            or len(set(ids)) != len(ids)):
+        raise SnapshotRefused("its ids are not a list of distinct strings")
+    rows = {name: np.array(arrays[name], dtype=dtype) for name, dtype in COLUMNS.items()}
     if not all(len(column) == len(ids) for column in rows.values()):
         raise SnapshotRefused("its row columns do not match its ids")
+    problem = _tables_problem(rows, arrays, len(ids), covered)
+    if problem is not None:
+        raise SnapshotRefused(f"its tables are not what it writes ({problem})")
     record_rows = np.flatnonzero(rows["status"] != TOMBSTONE).tolist()
     return {
         "identity": (stat.st_dev, stat.st_ino), "covered_bytes": covered,
@@ -329,6 +409,43 @@ def _check_and_read(fd: int, stat: os.stat_result, meta: Mapping[str, Any],
         "line_starts": arrays["starts"].tolist(), "claims": arrays["claims"].tobytes(),
         "index": BasePostings(ids, arrays["terms"], arrays["term_starts"],
                               arrays["postings"], np.array(arrays["alive"], dtype=bool))}
+
+
+def _tables_problem(rows: Mapping[str, np.ndarray], arrays: Mapping[str, np.ndarray],
+                    count: int, covered: int) -> str | None:
+    """What is wrong with a snapshot's row columns and tables, or ``None``: checked at
+    open in a few array passes (milliseconds at 100,000 records), so that nothing a
+    reader indexes by is out of range and each row's ``latest`` is the last line of the
+    log's prefix that wrote that row (as its ``history`` tells)."""
+    status, history = rows["status"], np.asarray(arrays["history"])
+    if history.dtype.kind not in "iu" or (len(history) and (
+            int(history.min()) < 0 or int(history.max()) >= count)):
+        return "history names rows that do not exist"
+    codes = {"memory_type": len(MEMORY_TYPES), "source_kind": len(SOURCE_KINDS)}
+    if ((status >= len(STATUSES)) & (status != TOMBSTONE)).any() or any(
+            (rows[name] >= top).any() for name, top in codes.items()):
+        return "a status, type or source code out of range"
+    units = np.stack([rows[name] for name in UNIT_FIELDS]) if count else np.zeros((1, 0))
+    if not ((units >= 0) & (units <= 1)).all() or (rows["scope"] < 0).any():
+        return "a unit number or scope code out of range"
+    latest = np.full(count, -1, dtype=np.int64)
+    np.maximum.at(latest, history.astype(np.int64), np.arange(len(history), dtype=np.int64))
+    if not np.array_equal(latest, rows["latest"].astype(np.int64)):
+        return "a row's latest line is not its last line"
+    starts = np.asarray(arrays["starts"], dtype=np.int64)
+    if len(starts) and (int(starts[0]) != 0 or int(starts[-1]) >= covered
+                        or (np.diff(starts) < 1).any()):
+        return "line starts that do not cut the prefix into lines"
+    term_starts, postings = arrays["term_starts"], arrays["postings"]
+    if (len(term_starts) < 1 or int(term_starts[0]) != 0
+            or int(term_starts[-1]) != len(postings) or (np.diff(term_starts) < 0).any()
+            or len(arrays["alive"]) != count
+            or (len(postings) and (int(postings.min()) < 0 or int(postings.max()) >= count))):
+        return "postings that do not fit its rows"
+    claims = arrays["claims"].tobytes().decode("utf-8", "replace")
+    if may_nest_deeper_than(claims):
+        return "claims nested too deep"
+    return None
 
 
 def write_fold(log_path: str | os.PathLike[str], *, identity: tuple[int, int],

@@ -63,6 +63,7 @@ from labmem.recall.index import (
     record_terms,
 )
 from labmem.recall.pipeline import (
+    MAX_QUERY_TERMS,
     RecallCandidate,
     RecallEngine,
     RecallHit,
@@ -147,7 +148,7 @@ __all__ = [
     "date_words",
     # the five stages and the engine
     "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",
-    "RecallResult", "RecallQueryError", "RecallEngine", "normalize_recall_query",
+    "RecallResult", "RecallQueryError", "RecallEngine", "MAX_QUERY_TERMS", "normalize_recall_query",
     "build_recall_candidates", "score_recall_candidate", "stable_rank_recall_candidates",
     "render_recalled_context", "render_remote_profile", "recency_weight", "corpus_stats",
     "rank_key", "assemble_result", "count_searched_records",

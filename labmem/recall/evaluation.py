@@ -33,7 +33,7 @@ from labmem.core.clock import FixedClock, format_timestamp, parse_timestamp
 from labmem.core.errors import InvalidInputError
 from labmem.core.metrics import any_hit_at_k, full_hit_at_k, recall_at_k, reciprocal_rank
 from labmem.core.provenance import MemorySource
-from labmem.core.validation import require_int, require_text
+from labmem.core.validation import parse_json, require_int, require_text
 from labmem.recall.store import MEMORY_ID_PATTERN, MemoryKind, RemoteMemoryStore
 
 __all__ = [
@@ -191,13 +191,16 @@ def load_labeled_set(path: str | os.PathLike[str] | None = None) -> LabeledRecal
     """Read and validate a labeled set (default: :func:`default_labeled_set_path`)."""
     path = Path(path) if path is not None else default_labeled_set_path()
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = parse_json(path.read_bytes())  # bounded depth, no NaN, no lone surrogate
     except FileNotFoundError:
         raise InvalidInputError("path", f"{path.name} does not exist",
                                 "pass the path of a labeled recall set JSON file") from None
     except json.JSONDecodeError as exc:
         raise InvalidInputError("path", f"{path.name} is not JSON ({exc.msg}, line {exc.lineno})",
                                 "fix the file's syntax") from None
+    except ValueError as exc:  # not UTF-8, nested too deep, NaN, a lone surrogate
+        raise InvalidInputError("path", f"{path.name} cannot be read ({exc})",
+                                "fix the file: labmem reads plain UTF-8 JSON") from None
     return parse_labeled_set(document)
 
 

@@ -21,6 +21,21 @@ implement the same small :class:`TermIndex` protocol:
 Both also lend a term's postings as arrays they already hold (``term_postings``) and
 every record's length and time (``record_columns``): what MaxScore pruning
 (:mod:`labmem.recall.pruning`) needs to look terms up without copying their postings.
+
+**A cache proposes, the records decide.** A sidecar (or SQLite's packed postings) is
+never a source of truth, and its checksums prove only that it is as its writer left it:
+anyone who can write the directory can seal a lying one. So every record a cache proposes
+as a hit is read again from the records (its line, by offset) and checked before it is
+returned: it is of this scope, it is the record the cache names at that position (memory
+id, length, time), and each term the query looked up is in it exactly as often as the
+postings claim (:meth:`InMemoryTermIndex.record`). A disagreement drops the sidecar,
+rebuilds the index from the records and raises :class:`CacheDisagreed`, on which
+:meth:`~labmem.recall.pipeline.RecallEngine.recall` answers again, from the truth. What a
+check of the hits cannot see is what the cache *leaves out*: a record whose postings were
+removed or renamed is not proposed, so it is not read; nor are the statistics of records
+that are not hits (their lengths, the totals BM25 weighs by). Against someone who can
+write the home directory a checksum proves nothing; proving that nothing was hidden would
+mean reading every record, which is what the sidecar exists to avoid.
 """
 
 from __future__ import annotations
@@ -47,7 +62,14 @@ from labmem.recall.store import (
 )
 
 __all__ = ["Postings", "TermIndex", "InMemoryTermIndex", "open_term_index", "record_terms",
-           "merge_postings", "union_sorted"]
+           "merge_postings", "union_sorted", "CacheDisagreed"]
+
+
+class CacheDisagreed(RemoteMemoryCorruptionError):
+    """A cache (the recall sidecar) claimed what the records do not hold. The index has
+    already dropped it and rebuilt itself from the records: asking again gets the answer
+    of the records alone (:meth:`~labmem.recall.pipeline.RecallEngine.recall` does, once).
+    The records file itself is not at fault."""
 
 
 def record_terms(record: StoredMemory):
@@ -167,7 +189,9 @@ class InMemoryTermIndex:
         self._vocabulary: list[str] = []  # tail terms unknown to the base, in first use
         self._first_use = array("q")
         self._records: dict[int, StoredMemory] = {}  # records indexed in this process
-        self._decoded: OrderedDict[int, StoredMemory] = OrderedDict()  # hits read by offset
+        # hits read by offset and checked: (record, its term counts, terms checked)
+        self._decoded: OrderedDict[int, tuple[StoredMemory, dict[str, int], set[str]]] = \
+            OrderedDict()
         self._cached: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._cached_bytes = 0  # of the sidecar postings in _cached (slot -> arrays)
         self._held: tuple[StoredMemory, ...] = ()  # every record, after a full read
@@ -186,6 +210,12 @@ class InMemoryTermIndex:
         self._reader: int | None = None  # descriptor hits are read through (_records_fd)
         self._records_name = store.path.name  # what a corruption error names
         self._bits_rows: dict[int, int] | None = None  # slot -> its row of sidecar bits
+        self._bounds: np.ndarray | None = None  # the sidecar's postings_offsets, checked
+        # the sidecar postings lent since the last refresh (a query's terms): what a hit
+        # proposed by them is checked against (record())
+        self._lent: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._distrusted: str | None = None  # why the sidecar is not to be read again
+        self._closer = None  # closes _reader
 
     def __repr__(self) -> str:
         terms = len(self._base_slots) + len(self._vocabulary)
@@ -194,6 +224,7 @@ class InMemoryTermIndex:
     # -- opening --------------------------------------------------------------------
 
     def refresh(self) -> None:
+        self._lent.clear()
         if not self._opened:
             self._open()
             self._opened = True
@@ -208,13 +239,15 @@ class InMemoryTermIndex:
         from labmem.recall.fields import RecordContext  # fields imports this module
         from labmem.recall.sidecar import SidecarRefused, load_sidecar
 
-        if self.use_sidecar:
+        if self.use_sidecar and self._distrusted is not None:
+            self.sidecar_status = f"rebuilt: {self._distrusted}"
+        elif self.use_sidecar:
             try:
                 sidecar = load_sidecar(self.store.path, user_scope=self.store.user_scope)
+                self._adopt(sidecar, RecordContext)
             except SidecarRefused as refused:
                 self.sidecar_status = f"rebuilt: {refused}"
             else:
-                self._adopt(sidecar, RecordContext)
                 self.sidecar_status = "loaded"
                 self.sidecar_proof = sidecar.proof
                 self._start_following(int(sidecar.meta["covered_bytes"]), self._base_records)
@@ -239,17 +272,31 @@ class InMemoryTermIndex:
         self._start_following(covered, lines)
 
     def _adopt(self, sidecar, context_type) -> None:
+        """Take the sidecar as the base, after checking what is cheap to check of it (its
+        shape, :func:`~labmem.recall.sidecar.load_sidecar`; here its columns): a
+        :class:`~labmem.recall.sidecar.SidecarRefused` leaves this index untouched."""
+        from labmem.recall.sidecar import SidecarRefused
+
         meta = sidecar.meta
-        self._base = sidecar
-        self._base_records = self._persisted = self._indexed = int(meta["records"])
-        self.searched_records = int(meta["searched_records"])
-        self.total_length = int(meta["total_length"])
-        self._base_terms = sidecar.strings("terms")
-        self._base_slots = {term: slot for slot, term in enumerate(self._base_terms)}
+        records = meta["records"]
+        terms = sidecar.strings("terms")
+        slots = {term: slot for slot, term in enumerate(terms)}
         arrays = sidecar.arrays
-        self._lengths = array("q", arrays["lengths"].astype(np.int64).tobytes())
-        self._captured = array("d", arrays["captured_at"].tobytes())
-        self._offsets = array("q", arrays["offsets"].tobytes())
+        lengths = arrays["lengths"].astype(np.int64)
+        offsets = arrays["offsets"].astype(np.int64)
+        problem = _columns_problem(meta, len(terms), len(slots),
+                                   sidecar.layout["postings_offsets"][2], lengths, offsets)
+        if problem is not None:
+            raise SidecarRefused(f"damaged ({problem})")
+        self._base = sidecar
+        self._base_records = self._persisted = self._indexed = records
+        self.searched_records = meta["searched_records"]
+        self.total_length = meta["total_length"]
+        self._base_terms = terms
+        self._base_slots = slots
+        self._lengths = array("q", lengths.tobytes())
+        self._captured = array("d", arrays["captured_at"].astype(np.float64).tobytes())
+        self._offsets = array("q", offsets.tobytes())
         # Threads, titles and dates serve only the contextual scorer: decoded when asked.
         self._context_columns = (sidecar, context_type, meta)
 
@@ -278,7 +325,7 @@ class InMemoryTermIndex:
         if kept is not None and kept[0].get("terms") == count:
             packed = PackedGroups.from_arrays(kept[1])
             if packed is not None:
-                return count, packed
+                return count, _CheckedGroups(packed, analyzer)
         packed = PackedGroups.of(group(self._base_terms))
         write_companion(self._base, self.store.path, key, {"terms": count}, packed.arrays())
         return count, packed
@@ -288,11 +335,22 @@ class InMemoryTermIndex:
         every id: the sidecar's stay packed, :class:`~labmem.recall.sidecar.PackedStrings`)."""
         if position >= self._base_records:
             return self._tail_ids[position - self._base_records]
-        if self._base_ids is None:
-            from labmem.recall.sidecar import packed_strings
+        return self._sidecar_ids()[position]
 
-            self._base_ids = packed_strings(self._base, "memory_ids")
-        return self._base_ids[position]
+    def _sidecar_ids(self):
+        """The sidecar's memory ids, packed, read on first need: one per record it covers,
+        or the sidecar is distrusted (:class:`CacheDisagreed`)."""
+        if self._base_ids is None:
+            from labmem.recall.sidecar import SidecarRefused, packed_strings
+
+            try:
+                ids = packed_strings(self._base, "memory_ids")
+            except SidecarRefused as refused:
+                self._distrust(str(refused))
+            if len(ids) != self._base_records:
+                self._distrust(f"names {len(ids)} memory ids for {self._base_records} records")
+            self._base_ids = ids
+        return self._base_ids
 
     def _tail_id_set(self) -> set[str]:
         if self._ids is None:
@@ -306,11 +364,7 @@ class InMemoryTermIndex:
             return True
         if self._base is None:
             return False
-        if self._base_ids is None:
-            from labmem.recall.sidecar import packed_strings
-
-            self._base_ids = packed_strings(self._base, "memory_ids")
-        return self._base_ids.find(memory_id) is not None
+        return self._sidecar_ids().find(memory_id) is not None
 
     def _decode_line(self, line: int, obj: dict) -> StoredMemory:
         record = decode_stored_line(self.store.path.name, self.store.user_scope, line, obj)
@@ -475,7 +529,10 @@ class InMemoryTermIndex:
         if entry is None:
             if slot is None:
                 return _EMPTY, _EMPTY
-            return self._base_postings(slot)
+            found = self._base_postings(slot)
+            if keep:
+                self._lent[term] = found
+            return found
         cached = self._joined.get(term)
         if cached is not None and cached[0] == len(entry[0]):
             self._joined[term] = self._joined.pop(term)  # most recently used: last
@@ -489,6 +546,8 @@ class InMemoryTermIndex:
             counts = np.concatenate((base_counts, counts))
         if keep:
             self._remember_joined(term, len(entry[0]), positions, counts)
+            if slot is not None:
+                self._lent[term] = (positions, counts)
         return positions, counts
 
     def term_extremes(self, term: str) -> tuple[int, int] | None:
@@ -515,13 +574,17 @@ class InMemoryTermIndex:
         slot = self._base_slots.get(term)
         if slot is None:
             return None
+        row = (self._base_records + 7) // 8
         if self._bits_rows is None:
-            self._bits_rows = {int(s): at for at, s in
-                               enumerate(self._base.arrays["bits_slots"].tolist())}
+            slots = self._base.arrays["bits_slots"]
+            if (self._base.layout["bits"][2] != len(slots) * row
+                    or (len(slots) and not 0 <= int(slots.min()) <= int(slots.max())
+                        < len(self._base_terms))):
+                self._distrust("keeps bits that do not fit its terms and records")
+            self._bits_rows = {int(s): at for at, s in enumerate(slots.tolist())}
         at = self._bits_rows.get(slot)
         if at is None:
             return None
-        row = (self._base_records + 7) // 8
         found = self._base.slice("bits", at * row, (at + 1) * row)
         entry = self._postings.get(term)
         if entry is not None and len(entry[0]):  # the tail: positions past the base
@@ -539,15 +602,29 @@ class InMemoryTermIndex:
         if found is not None:
             self._cached.move_to_end(slot)
             return found
-        bounds = self._base.arrays["postings_offsets"]
+        bounds = self._postings_bounds()
         lo, hi = int(bounds[slot]), int(bounds[slot + 1])
         found = (self._base.slice("positions", lo, hi), self._base.slice("counts", lo, hi))
+        problem = _postings_problem(*found, self._base_records)
+        if problem is not None:
+            self._distrust(f"holds postings of {self._base_terms[slot]!r} that {problem}")
         self._cached[slot] = found
         self._cached_bytes += found[0].nbytes + found[1].nbytes
         while self._cached_bytes > POSTINGS_CACHE_BYTES and len(self._cached) > 1:
             dropped = self._cached.popitem(last=False)[1]
             self._cached_bytes -= dropped[0].nbytes + dropped[1].nbytes
         return found
+
+    def _postings_bounds(self) -> np.ndarray:
+        """Where each sidecar term's postings lie, checked once: from 0, never falling,
+        ending at the last posting (else :class:`CacheDisagreed`)."""
+        if self._bounds is None:
+            bounds = self._base.arrays["postings_offsets"]
+            if (int(bounds[0]) != 0 or int(bounds[-1]) != self._base.layout["positions"][2]
+                    or (len(bounds) > 1 and (np.diff(bounds) < 1).any())):
+                self._distrust("has postings bounds that do not cover its postings")
+            self._bounds = bounds
+        return self._bounds
 
     def _remember_joined(self, term: str, tail: int, positions, counts) -> None:
         old = self._joined.pop(term, None)
@@ -576,20 +653,69 @@ class InMemoryTermIndex:
                         captured_at=captured[positions])
 
     def record(self, position: int) -> StoredMemory:
+        """The record at ``position``. One the sidecar covers is read from its line in the
+        records file (the truth) and checked against everything the sidecar claims of it
+        and every postings list lent since the last :meth:`refresh` (the query's terms):
+        a disagreement raises :class:`CacheDisagreed` (see the module docstring)."""
         if self._held:
             if position < len(self._held):
                 return self._held[position]
         record = self._records.get(position)
         if record is not None:
             return record
-        record = self._decoded.get(position)
-        if record is None:  # a record the sidecar covers: decode its one line
-            record = self._decoded[position] = self._read_line(position)
+        found = self._decoded.get(position)
+        if found is None:  # a record the sidecar covers: decode its one line, check it
+            found = self._decoded[position] = self._read_checked(position)
             if len(self._decoded) > DECODED_CACHE:
                 self._decoded.popitem(last=False)
         else:
             self._decoded.move_to_end(position)
+        record, counts, checked = found
+        for term, (positions, term_counts) in self._lent.items():
+            if term in checked:  # this term's sidecar postings agreed for this record
+                continue  # before (they never change: the tail is this process's own)
+            at = int(np.searchsorted(positions, position))
+            claimed = int(term_counts[at]) if at < len(positions) and \
+                positions[at] == position else 0
+            if claimed != counts.get(term, 0):
+                self._distrust(f"posts {term!r} {claimed} times in record {position + 1} "
+                               f"({record.memory_id!r}), which holds it "
+                               f"{counts.get(term, 0)} times")
+            checked.add(term)
         return record
+
+    def _read_checked(self, position: int) -> tuple[StoredMemory, dict[str, int], set[str]]:
+        """The record the sidecar places at ``position``, read from the records file, with
+        its term counts, once it is shown to be the record the sidecar describes there:
+        a whole line at that offset, in this scope, with the sidecar's memory id, length
+        and time (else :class:`CacheDisagreed`)."""
+        try:
+            record = self._read_line(position)
+        except RemoteMemoryCorruptionError as exc:  # (a scope error is raised as it is)
+            self._distrust(f"points record {position + 1} at bytes that are not its line "
+                           f"({exc.problem})")
+        counts = record_terms(record) if record.kind is MemoryKind.CONVERSATION else {}
+        named = self.memory_id(position)
+        claims = (named, self._lengths[position], self._captured[position])
+        truth = (record.memory_id, sum(counts.values()),
+                 record.source.captured_at.timestamp())
+        if claims != truth:
+            self._distrust(f"says record {position + 1} is (memory id, length, time) "
+                           f"{claims}; the records file says {truth}")
+        return record, counts, set()  # (the terms whose postings it was checked against)
+
+    def _distrust(self, reason: str):
+        """Drop the sidecar that claimed what the records do not hold: this index starts
+        again and reads the records themselves on its next refresh (then writes a new
+        sidecar over the one that lied). Raises :class:`CacheDisagreed`."""
+        name = self.store.path.name
+        if self._closer is not None:
+            self._closer()
+        self.__init__(self.store, sidecar=self.use_sidecar,
+                      sidecar_min_records=self.sidecar_min_records)
+        self._distrusted = f"distrusted: {reason}"
+        raise CacheDisagreed(name, None, f"its recall sidecar {reason}; it was dropped and "
+                             "the index is rebuilt from the records")
 
     def _records_fd(self) -> int:
         """One read-only descriptor of the records file, kept while the index lives (an
@@ -605,13 +731,18 @@ class InMemoryTermIndex:
                     self.store.path.name, None,
                     "the file was replaced behind this index (records are only appended)")
             self._reader = fd
-            weakref.finalize(self, os.close, fd)
+            self._closer = weakref.finalize(self, os.close, fd)
         return self._reader
 
     def _read_line(self, position: int) -> StoredMemory:
         start, end = self._offsets[position], self._offsets[position + 1]
         name = self._records_name
-        raw = os.pread(self._records_fd(), end - start, start)
+        before = 1 if start > 0 else 0  # the newline that ends the line before, if any
+        raw = os.pread(self._records_fd(), end - start + before, start - before) \
+            if 0 <= start < end else b""
+        if not raw.endswith(b"\n") or (before and raw[:1] != b"\n"):
+            raise RemoteMemoryCorruptionError(name, position + 1, "not a whole line")
+        raw = raw[before:]
         try:
             obj = parse_json(raw)
         except ValueError as exc:
@@ -632,6 +763,57 @@ class InMemoryTermIndex:
             first = self._base.arrays["first_use"]
             base = self._base_terms[int(np.searchsorted(first, start, side="left")):]
         return (*base, *self._vocabulary[bisect_left(self._first_use, start):])
+
+
+class _CheckedGroups:
+    """Groups read back from a companion file, each checked when a query asks for it.
+
+    The companion is a cache of a cache, sealed by a CRC-32 anyone can recompute: a
+    group that names a surface term the analyzer does not make ``term`` would have a
+    query find records that hold neither. So a surface is kept only if the analyzer makes
+    it ``term`` (a few calls per query term; :class:`~labmem.recall.analyzers.
+    AnalyzedIndex` keeps the answer). A surface the companion leaves out cannot be seen
+    this way: that record is not proposed (the limit in the module docstring)."""
+
+    def __init__(self, packed, analyzer) -> None:
+        self._packed, self._term = packed, analyzer.term
+
+    def group(self, term: str) -> tuple[str, ...]:
+        return tuple(s for s in self._packed.group(term) if self._term(s) == term)
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+
+def _columns_problem(meta, terms: int, distinct: int, bounds: int, lengths: np.ndarray,
+                     offsets: np.ndarray) -> str | None:
+    """What is wrong with a sidecar's per-record columns and totals, or ``None``: one pass
+    over arrays the index reads whole anyway (offsets: from 0, rising, ending where the
+    sidecar's coverage ends; lengths: adding up to its total length; one term per postings
+    list)."""
+    if terms != bounds - 1 or distinct != terms:
+        return f"{terms} terms ({distinct} distinct) for {bounds - 1} postings lists"
+    if (len(offsets) and (int(offsets[0]) != 0 or int(offsets[-1]) != meta["covered_bytes"]
+                          or (np.diff(offsets) < 1).any())):
+        return "line offsets that do not cut its records into lines"
+    if int(lengths.sum()) != meta["total_length"] or (
+            int(np.count_nonzero(lengths)) > meta["searched_records"]):
+        return "record lengths that do not add up to its totals"
+    return None
+
+
+def _postings_problem(positions: np.ndarray, counts: np.ndarray, records: int) -> str | None:
+    """What is wrong with one term's postings read from a sidecar, or ``None``: they must
+    name records it covers, each once, ascending, each at least once."""
+    if not len(positions):
+        return "are empty"
+    if int(positions[0]) < 0 or int(positions[-1]) >= records:
+        return "name records past its last"
+    if len(positions) > 1 and not (np.diff(positions.astype(np.int64)) > 0).all():
+        return "name records out of order"
+    if int(counts.min()) < 1:
+        return "count a term no times"
+    return None
 
 
 def _line_ends(path, end: int, start: int = 0) -> np.ndarray:

@@ -37,8 +37,9 @@ from labmem.core.errors import InvalidInputError, validated_as
 from labmem.core.provenance import MemorySource
 from labmem.core.render import XML, count, fixed, join_lines
 from labmem.core.text import collapse_whitespace, normalize_text, term_frequencies
-from labmem.core.validation import prechecked, require_int
+from labmem.core.validation import prechecked, require_int, require_text
 from labmem.recall.index import (
+    CacheDisagreed,
     Postings,
     TermIndex,
     merge_postings,
@@ -69,10 +70,14 @@ __all__ = [
     "RecallResult", "RecallQueryError", "RecallEngine", "normalize_recall_query",
     "build_recall_candidates", "score_recall_candidate", "stable_rank_recall_candidates",
     "render_recalled_context", "render_remote_profile", "recency_weight", "record_terms",
-    "corpus_stats", "Scorer",
+    "corpus_stats", "Scorer", "MAX_QUERY_TERMS",
 ]
 
 MIN_LIMIT, MAX_LIMIT = 1, 10
+#: The most distinct search terms one recall query may have (stage 1 refuses more). Real
+#: questions have a handful (the labeled set's longest has 11); the bound keeps one
+#: call's work bounded, since scoring costs grow with the terms asked.
+MAX_QUERY_TERMS = 64
 SNIPPET_FALLBACK_CHARS = 240
 EMPTY_NO_MATCHING_TERMS = "no_matching_terms"
 
@@ -115,6 +120,19 @@ def default_query_id(user_scope: str, normalized_text: str, issued_at: datetime 
     return "query-" + hashlib.sha256(basis.encode()).hexdigest()[:12]
 
 
+def _check_term_count(terms: tuple[str, ...]) -> None:
+    """Refuse more than :data:`MAX_QUERY_TERMS` distinct terms: every stage's work grows
+    with the terms (a posting list read and a lookup per term, per record scored), so an
+    unbounded query is unbounded work for one call (2,000 terms took 12 s)."""
+    if len(terms) > MAX_QUERY_TERMS:
+        raise RecallQueryError(
+            "text", f"has {len(terms):,} distinct search terms, more than the limit of "
+            f"{MAX_QUERY_TERMS}",
+            "ask for one thing at a time, in the few words that name it; recall is not a "
+            "way to compare a whole document against memory",
+        )
+
+
 def normalize_recall_query(
     text: str,
     *,
@@ -124,8 +142,9 @@ def normalize_recall_query(
     issued_at: datetime | str | None = None,
 ) -> RecallQuery:
     """Validate and normalize a raw recall request (stage 1)."""
-    if not isinstance(text, str):
-        raise RecallQueryError("text", f"must be a string, got {type(text).__name__}")
+    # a lone surrogate (undecodable bytes on a command line arrive as one) has no UTF-8
+    # form: refused here, not as a UnicodeEncodeError from a scorer that hashes terms
+    validated_as(RecallQueryError, require_text, text, "text", allow_blank=True)
     readable = collapse_whitespace(text)
     if not readable:
         raise RecallQueryError(
@@ -139,6 +158,7 @@ def normalize_recall_query(
             "text", f"{readable!r} has no searchable terms",
             "use at least one word or CJK character; recall never falls back to 'everything'",
         )
+    _check_term_count(terms)
     validated_as(RecallQueryError, require_int, limit, "limit", minimum=MIN_LIMIT,
                  maximum=MAX_LIMIT)
     if not isinstance(user_scope, str) or not user_scope:
@@ -511,6 +531,17 @@ class RecallEngine:
             query_id=query_id, issued_at=issued_at,
         )
         as_of = issued_at if as_of is None else parse_timestamp(as_of, field="as_of")
+        try:
+            return self._answer(query, as_of)
+        except CacheDisagreed:  # the index dropped a cache that lied and rebuilt from the
+            self._extremes.clear()  # records: what was derived from the cache goes too
+            self._bits.clear()
+            self._bits_bytes = 0
+            self._terms_of.cache_clear()
+            return self._answer(query, as_of)
+
+    def _answer(self, query: RecallQuery, as_of: datetime) -> RecallResult:
+        """Stages 2–4 of :meth:`recall` for a normalized query."""
         ranks_itself = getattr(self.scorer, "rank_index", None)
         if ranks_itself is not None:  # a scorer that reads a record's neighbours (contextual)
             return ranks_itself(self.index, query, as_of=as_of)

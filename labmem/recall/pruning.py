@@ -8,7 +8,9 @@ else into the top ``k``.
 
 MaxScore makes that exact. Each query term gets an upper bound on what it can add to any
 record's score (:meth:`~labmem.recall.scorers.Scorer.term_bound`, from the term's largest
-count and shortest record). Terms are taken in order of falling bound; after each, the
+count and shortest record). Terms are taken in order of falling bound; after a term (the
+first few, then once per doubling of the terms taken: :func:`_may_try`, so that a long
+query's tries cost a constant times its terms, not their square), the
 records found so far are scored in full — every query term looked up in its postings
 (:func:`lookup_postings`), not scanned — and their ``k``-th best score is a threshold θ.
 A record that holds *none* of the terms taken so far scores at most the scorer's
@@ -57,6 +59,12 @@ class PrunedEstimate:
     estimates: np.ndarray
     candidate_records: int
     skipped_terms: tuple[str, ...]  # terms whose postings were only looked up, never scanned
+
+
+#: Pruning tries (:func:`_may_try`): the first FREE_TRIES wherever worth it, then one per
+#: doubling of the terms taken, at most MAX_TRIES in all, so its work is linear in terms.
+FREE_TRIES = 6
+MAX_TRIES = 12
 
 
 #: From this many values on, :func:`kth_largest` partitions a sample first.
@@ -207,15 +215,19 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
             return None
         bounds[term] = bound
     order = sorted(present, key=lambda t: (-bounds[t], len(lists[t][0]), t))
+    rest_sizes = _suffix_sums([len(lists[t][0]) for t in order])
     found = np.zeros(0, dtype=np.int64)
+    tries = last_try = 0
     for taken, term in enumerate(order[:-1], start=1):
         found = union_sorted((found, lists[term][0]))
-        rest = order[taken:]
         # worth a try only if the rest is long, and much longer than what scoring `found`
         # costs (short postings are cheaper scored than ruled out)
-        rest_postings = sum(len(lists[t][0]) for t in rest)
-        if len(found) < limit or rest_postings < max(min_skipped, 2 * len(found)):
+        if len(found) < limit or rest_sizes[taken] < max(min_skipped, 2 * len(found)):
             continue
+        if not _may_try(tries, taken, last_try):
+            continue
+        tries, last_try = tries + 1, taken
+        rest = order[taken:]  # (sliced only for a try: a slice per term is quadratic too)
         estimates = score_candidates(scorer, query_terms, lists, found, lengths, captured,
                                      as_of_seconds=as_of_seconds, stats=stats,
                                      covered=frozenset(order[:taken]), bits=bits)
@@ -227,6 +239,28 @@ def prune_estimate(scorer: Scorer, query_terms: tuple[str, ...],
             return PrunedEstimate(found, estimates, _union_size(found, rest, bits_of),
                                   tuple(rest))
     return None
+
+
+def _suffix_sums(sizes: list[int]) -> list[int]:
+    """``out[i]`` = ``sum(sizes[i:])``, all at once: summing the rest anew at every step
+    made a long query's loop quadratic in its terms."""
+    out = [0] * (len(sizes) + 1)
+    for i in range(len(sizes) - 1, -1, -1):
+        out[i] = out[i + 1] + sizes[i]
+    return out
+
+
+def _may_try(tries: int, taken: int, last_try: int) -> bool:
+    """May pruning try (score what it found) after ``taken`` terms? Each try looks every
+    query term up, so a try at every step made a query's work grow with the square of
+    its terms (a 1,000-term query tried ~190 times). The first :data:`FREE_TRIES` are
+    taken wherever they are worth it (a short query keeps every chance it had); later
+    ones only once the terms taken have doubled since the last, and never more than
+    :data:`MAX_TRIES`: the tries' work stays a constant times the query's terms. When a
+    try happens never changes the result, only how much was scanned to reach it."""
+    if tries >= MAX_TRIES:
+        return False
+    return tries < FREE_TRIES or taken >= 2 * last_try
 
 
 def _union_size(found: np.ndarray, rest: list[str],

@@ -450,8 +450,17 @@ class HybridScorer(Scorer):
                                  "recency": self.recency_weight, "k1": self.k1, "b": self.b})
 
     def best_possible(self, query_terms: tuple[str, ...], stats: CorpusStats) -> float:
-        return sum(bm25_idf(stats.document_frequency.get(t, 0), stats.searched_records)
-                   for t in query_terms) * (self.k1 + 1)
+        """Σ idf × (k1 + 1) over the query's terms, worked out once per query: every
+        shortlisted record's :meth:`explain` and every pruning try asks for it, and
+        summing the terms anew each time made a long query's cost grow with the square
+        of its terms."""
+        memo = self.__dict__.get("_best_possible")  # (stats, terms, value) of the last query
+        if memo is not None and memo[0] is stats and memo[1] == query_terms:
+            return memo[2]
+        value = sum(bm25_idf(stats.document_frequency.get(t, 0), stats.searched_records)
+                    for t in query_terms) * (self.k1 + 1)
+        object.__setattr__(self, "_best_possible", (stats, query_terms, value))  # frozen
+        return value
 
     def term_weights(self, term, postings, stats):
         return self.bm25.term_weights(term, postings, stats)

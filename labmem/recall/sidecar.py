@@ -29,6 +29,13 @@ write gets a later time. Appending to the records moves their time too, so the f
 after new records does the full check again (and stamps the new state). What a stamp
 cannot see is a deliberate in-place edit that also resets the file's time (``touch -d``).
 
+Those checks prove the sidecar is whole and describes this file, not that what it says of
+the records is true: its checksums are computed by whoever writes it, so anyone who can
+write the directory can seal a lying one. What the index reads is therefore also checked
+for shape here (:func:`_check_shape`) and where it is used, and every hit it proposes is
+read from the records and compared (:mod:`labmem.recall.index`); a record a lying sidecar
+leaves out is the one thing no such check sees.
+
 Writes go to a temporary file in the same directory, are ``fsync``-ed and renamed over
 the old sidecar, so a reader sees the old file or the new one, never a mix; a writer
 killed mid-write leaves only its temporary file, which the next writer removes.
@@ -58,6 +65,7 @@ from labmem.core.arrayfile import (
     write_arrays,
 )
 from labmem.core.storage import FileSignature, file_signature, write_bytes_atomic
+from labmem.core.validation import parse_json
 
 __all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "SidecarRefused",
            "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path",
@@ -156,9 +164,16 @@ class Sidecar:
                                              (hi - lo) * dtype.itemsize), dtype=dtype)
 
     def strings(self, name: str) -> list[str]:
-        """A list of strings stored with :func:`write_sidecar` (``strings=``)."""
+        """A list of strings stored with :func:`write_sidecar` (``strings=``); a part that
+        is not one (not JSON, nested past the bound, not a list of strings) is refused."""
         offset, _, count = self.layout[name]
-        return json.loads(self._file.read(offset, count).decode("utf-8"))
+        try:
+            found = parse_json(self._file.read(offset, count))
+        except ValueError as exc:
+            raise SidecarRefused(f"its {name!r} are not JSON ({exc})") from None
+        if not isinstance(found, list) or not all(type(item) is str for item in found):
+            raise SidecarRefused(f"its {name!r} are not a list of strings")
+        return found
 
 
 def write_sidecar(records_path: str | os.PathLike[str], meta: Mapping[str, Any],
@@ -206,6 +221,7 @@ def _load_sidecar(records_path: Path, user_scope: str) -> Sidecar:
                                  f"{SIDECAR_VERSION}")
         if meta.get("user_scope") != user_scope:
             raise SidecarRefused("made for another user scope")
+        _check_shape(meta, header.layout)
         if not stamped:
             stamp = _begin_stamp(records_path)  # first: its time precedes what is checked
             records_checked = file_signature(records_path)
@@ -224,6 +240,55 @@ def _load_sidecar(records_path: Path, user_scope: str) -> Sidecar:
              for name, (offset, dtype, count) in header.layout.items()}
     return Sidecar(meta, where, file, "stamp" if stamped else "checksums",
                    (side_stat.st_dev, side_stat.st_ino, size, header.body_crc32))
+
+
+#: The metadata every reader indexes by: whole numbers, never negative.
+_META_COUNTS = ("device", "inode", "covered_bytes", "covered_lines", "covered_crc32",
+                "records", "searched_records", "total_length", "titles", "dates")
+#: Arrays with one entry per record (``offsets``: one more, the end of the last line).
+_PER_RECORD = ("lengths", "captured_at", "context_conversation", "context_thread",
+               "context_previous", "context_next", "context_title", "context_date",
+               "context_captured", "context_lengths")
+#: Arrays with one entry per term (``postings_offsets``: one more).
+_PER_TERM = ("max_counts", "min_lengths", "first_use")
+_STRINGS = ("terms", "memory_ids", "context_threads")
+
+
+def _check_shape(meta: Mapping[str, Any], layout: Mapping[str, list[Any]]) -> None:
+    """Refuse a sidecar whose metadata or arrays are not of the shape the index writes.
+
+    Its checksums prove only that the file is as its writer left it, not that a labmem
+    index wrote it: anyone who can write the directory can seal a file with valid CRCs.
+    So what a reader indexes by is checked here, once and without reading an array: the
+    counts are whole numbers, every array is there with a whole-number (or, for times,
+    floating) type and as long as the counts say. What only the arrays' values can show
+    (a position past the last record, postings out of order) is checked where a query
+    reads them (:class:`~labmem.recall.index.InMemoryTermIndex`)."""
+    for key in _META_COUNTS:
+        value = meta.get(key)
+        if type(value) is not int or value < 0:
+            raise SidecarRefused(f"damaged metadata ({key} is {value!r})")
+    records = meta["records"]
+    if meta["covered_lines"] != records or meta["searched_records"] > records:
+        raise SidecarRefused("damaged metadata (its record counts disagree)")
+    kinds: dict[str, tuple[str, int]] = {}
+    for name in ("postings_offsets", "positions", "counts", "bits_slots", "bits", "offsets",
+                 *_PER_RECORD, *_PER_TERM, *_STRINGS):
+        entry = layout.get(name)
+        if entry is None:
+            raise SidecarRefused(f"damaged (no {name!r} array)")
+        kinds[name] = (np.dtype(entry[1]).kind, entry[2])
+    wanted = {name: records for name in _PER_RECORD}
+    wanted["offsets"] = records + 1
+    wanted["counts"] = kinds["positions"][1]
+    terms = kinds["postings_offsets"][1] - 1
+    wanted.update((name, terms) for name in _PER_TERM)
+    for name, (kind, count) in kinds.items():
+        if kind not in ("f" if name.endswith("captured") or name == "captured_at" else "iu"):
+            raise SidecarRefused(f"damaged ({name!r} holds {kind!r} values)")
+        if count != wanted.get(name, count) or terms < 0:
+            raise SidecarRefused(f"damaged ({name!r} has {count} entries, not "
+                                 f"{wanted.get(name)})")
 
 
 def _both(first: Callable[[], None], second: Callable[[], None]) -> None:
@@ -250,15 +315,40 @@ def _both(first: Callable[[], None], second: Callable[[], None]) -> None:
 
 # -- the stamp: "both files were checked in full, and have not been written since" -------
 
+def _stamp_text(side: FileSignature, records: FileSignature) -> bytes:
+    """A stamp's bytes: the two signatures and a CRC-32 of them (so a torn or damaged
+    stamp is never read as another, valid one)."""
+    body = json.dumps({"sidecar": list(side), "records": list(records)},
+                      separators=(",", ":"))
+    return json.dumps({"stamp": body, "crc32": zlib.crc32(body.encode("ascii"))},
+                      separators=(",", ":")).encode("ascii")
+
+
 def _stamp_vouches(records_path: Path, side: FileSignature,
                    records: FileSignature | None) -> bool:
-    """Does a stamp describe exactly these two files as they are now?"""
+    """Does a stamp describe exactly these two files as they are now? Read through the
+    one validating parser (a stamp nested 100,000 deep is just not a stamp), and only if
+    its own CRC-32 holds."""
+    if records is None:
+        return False
     try:
-        stamp = json.loads(stamp_path(records_path).read_bytes())
-        return (records is not None and FileSignature(*stamp["sidecar"]) == side
-                and FileSignature(*stamp["records"]) == records)
-    except (OSError, ValueError, KeyError, TypeError):
-        return False  # missing or unreadable: the full check decides
+        outer = parse_json(stamp_path(records_path).read_bytes())
+        body = outer["stamp"]
+        if type(body) is not str or zlib.crc32(body.encode("utf-8")) != outer["crc32"]:
+            return False
+        stamp = parse_json(body)
+        return (_signature(stamp["sidecar"]) == side
+                and _signature(stamp["records"]) == records)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return False  # missing, unreadable or not a stamp: the full check decides
+
+
+def _signature(value: Any) -> FileSignature | None:
+    """A signature from a stamp, only if it is a list of whole numbers of the right size."""
+    if (not isinstance(value, list) or len(value) != len(FileSignature._fields)
+            or not all(type(part) is int for part in value)):
+        return None
+    return FileSignature(*value)
 
 
 def _begin_stamp(records_path: Path) -> tuple[int, str, int] | None:
@@ -286,8 +376,7 @@ def _finish_stamp(stamp: tuple[int, str, int] | None, records_path: Path,
     if max(side.mtime_ns, records_before.mtime_ns) + SETTLED_NS > created_ns:
         return  # written too recently: a write in the same clock tick would not show
     try:
-        os.write(fd, json.dumps({"sidecar": list(side), "records": list(records_before)})
-                 .encode("ascii"))
+        os.write(fd, _stamp_text(side, records_before))
         os.close(fd)
         os.replace(temp, stamp_path(records_path))  # a projection of the check: no fsync
     except OSError:
@@ -377,13 +466,18 @@ def load_companion(sidecar: Sidecar, records_path: str | os.PathLike[str], name:
     caller computes it again). The arrays are read-only views of the file's bytes."""
     try:
         head, _, body = _companion_path(records_path, name).read_bytes().partition(b"\n")
-        meta = json.loads(head)
-        if (meta["version"] != COMPANION_VERSION or meta["sidecar"] != list(sidecar.identity)
+        meta = parse_json(head)  # bounded nesting: a deep head is damage, not a crash
+        if (not isinstance(meta, dict) or meta["version"] != COMPANION_VERSION
+                or meta["sidecar"] != list(sidecar.identity)
                 or zlib.crc32(body) != meta["crc32"]):
             return None
-        arrays = {key: np.frombuffer(body, dtype=np.dtype(dtype), count=count, offset=offset)
-                  for key, (offset, dtype, count) in meta["arrays"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        arrays = {}
+        for key, (offset, dtype, count) in meta["arrays"].items():
+            kind = np.dtype(dtype)
+            if kind.hasobject or type(offset) is not int or type(count) is not int:
+                return None
+            arrays[key] = np.frombuffer(body, dtype=kind, count=count, offset=offset)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None
     return meta, arrays
 
@@ -418,8 +512,11 @@ class PackedStrings:
         in that text: without a backslash, no string has an escape, so each is exactly the
         UTF-8 between two quotes. With one, the list is decoded and packed again."""
         raw = np.frombuffer(text, dtype=np.uint8)
-        if (raw == 0x5C).any():
-            return cls.of(json.loads(raw.tobytes()))
+        if (raw == 0x5C).any() or not _looks_like_a_list(raw):
+            found = parse_json(raw.tobytes())  # ValueError: not JSON, or too deep
+            if not isinstance(found, list) or not all(type(s) is str for s in found):
+                raise ValueError("not a list of strings")
+            return cls.of(found)
         quotes = np.flatnonzero(raw == 0x22)
         return cls(raw, _narrow(quotes[0::2] + 1), _narrow(quotes[1::2]))
 
@@ -529,6 +626,28 @@ def string_keys(buffer, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
                 ^ (lengths.astype(np.uint64) * np.uint64(_KEY_LENGTH)))
 
 
+def _looks_like_a_list(raw: np.ndarray) -> bool:
+    """Is ``raw`` (no backslash in it) what a list of strings encodes to: ``[`` … ``]``,
+    an even number of quotes, and only commas between the strings? Cheap array passes:
+    the fast path of :meth:`PackedStrings.from_json` takes every other quote as a string's
+    end, which is only true of such text."""
+    if len(raw) < 2 or raw[0] != 0x5B or raw[-1] != 0x5D:
+        return False
+    quotes = np.flatnonzero(raw == 0x22)
+    if len(quotes) % 2:
+        return False
+    if not len(quotes):
+        return len(raw) == 2
+    between = np.ones(len(raw), dtype=bool)  # outside every string
+    marks = np.zeros(len(raw) + 1, dtype=np.int8)
+    marks[quotes[0::2]] += 1
+    marks[quotes[1::2] + 1] -= 1
+    between &= np.cumsum(marks[:-1]) == 0
+    outside = raw[1:-1][between[1:-1]]
+    return (len(outside) == len(quotes) // 2 - 1 and bool((outside == 0x2C).all())
+            and quotes[0] == 1 and quotes[-1] == len(raw) - 2)
+
+
 def _narrow(offsets: np.ndarray) -> np.ndarray:
     """``offsets`` as int32 when they fit (half the memory), else int64."""
     if not len(offsets) or int(offsets.max()) < 1 << 31:
@@ -538,5 +657,9 @@ def _narrow(offsets: np.ndarray) -> np.ndarray:
 
 def packed_strings(sidecar: Sidecar, name: str) -> PackedStrings:
     """A string list the sidecar stores (:func:`write_sidecar` ``strings=``), packed
-    (:class:`PackedStrings`): read from the file, never decoded as a whole."""
-    return PackedStrings.from_json(sidecar.slice(name, 0, sidecar.layout[name][2]))
+    (:class:`PackedStrings`): read from the file, never decoded as a whole. A part that is
+    not such a list is refused (:class:`SidecarRefused`)."""
+    try:
+        return PackedStrings.from_json(sidecar.slice(name, 0, sidecar.layout[name][2]))
+    except ValueError as exc:
+        raise SidecarRefused(f"its {name!r} are not a list of strings ({exc})") from None

@@ -324,10 +324,23 @@ class SqliteMemoryStore:
         return record
 
     def _stats(self) -> _ScopeStats:
+        """The scope's totals, which every ordinal and BM25 weight is read by: refused as
+        corruption unless they are whole numbers, not negative, and consistent (a row
+        written behind the store's back must not escape as a ``TypeError`` later)."""
         rows = self._query(
             "SELECT records, conversation_records, total_length FROM scope_stats "
             "WHERE user_scope = ?", (self.user_scope,))
-        return _ScopeStats(*rows[0]) if rows else _ScopeStats()
+        if not rows:
+            return _ScopeStats()
+        records, conversations, total = rows[0]
+        if (not all(type(v) is int and v >= 0 for v in rows[0])
+                or conversations > records):
+            raise RemoteMemoryCorruptionError(
+                self.path.name, None,
+                f"scope_stats of user scope {self.user_scope} holds {rows[0]!r}, not "
+                "counts of its records (whole numbers, not negative, conversations no "
+                "more than records)")
+        return _ScopeStats(records, conversations, total)
 
     def read_all(self) -> tuple[StoredMemory, ...]:
         """Every record of this user, in storage order (only new rows are decoded)."""
@@ -697,6 +710,10 @@ class SqliteTermIndex:
         self._postings: dict[str, tuple[int, tuple[tuple[int, int], ...], Postings]] = {}
         self._cached = 0  # postings held in self._postings
         self._verified: set[int] = set()  # ordinals whose record matched its postings
+        self._terms: dict[int, dict[str, int]] = {}  # ordinal -> its record's term counts
+        # the postings read since the last refresh (a query's terms): a record they
+        # propose must hold each of them as often as they say (record())
+        self._lent: dict[str, Postings] = {}
         self.refresh()
 
     def __repr__(self) -> str:
@@ -709,6 +726,7 @@ class SqliteTermIndex:
         The totals and the record columns are read in one read transaction (one
         snapshot); only the column rows that changed since the last refresh are decoded.
         """
+        self._lent.clear()
         with self.store._snapshot():
             stats = self.store._stats()
             if stats == self._stats:
@@ -765,6 +783,7 @@ class SqliteTermIndex:
         cached = self._postings.get(term)
         if cached is not None and cached[0] == bound:
             self._postings[term] = self._postings.pop(term)  # most recently used: last
+            self._lent[term] = cached[2]
             return cached[2]
         with self.store._snapshot():  # the rows' keys and their data: one snapshot
             keys = tuple((int(a), int(b)) for a, b in self.store._query(
@@ -776,6 +795,7 @@ class SqliteTermIndex:
             else:
                 found = self._read(term, bound)
         self._remember(term, (bound, keys, found))
+        self._lent[term] = found
         return found
 
     def _read(self, term: str, bound: int) -> Postings:
@@ -846,7 +866,36 @@ class SqliteTermIndex:
         if record.kind is MemoryKind.CONVERSATION and position not in self._verified:
             self._verify(position, record)
             self._verified.add(position)
+        self._check_claims(position, record)
         return record
+
+    def _check_claims(self, ordinal: int, record: StoredMemory) -> None:
+        """Refuse a record that the postings read since the last refresh (the query's
+        terms) place at ``ordinal`` with other counts than the record's own. A record
+        proposed by a term it does not hold — another scope's postings copied under this
+        scope, say: :meth:`_verify` checks only the record's own terms — is caught here,
+        by a look-up in each of the query's postings (no row is read)."""
+        if not self._lent:
+            return
+        counts = self._terms.get(ordinal)
+        if counts is None:
+            counts = (record_terms(record) if record.kind is MemoryKind.CONVERSATION
+                      else {})
+            if len(self._terms) >= 4096:
+                self._terms.clear()
+            self._terms[ordinal] = counts
+        for term, postings in self._lent.items():
+            at = int(np.searchsorted(postings.positions, ordinal))
+            claimed = (int(postings.counts[at]) if at < len(postings)
+                       and postings.positions[at] == ordinal else 0)
+            if claimed != counts.get(term, 0):
+                raise RemoteMemoryCorruptionError(
+                    self.store.path.name, None,
+                    f"row {ordinal} of user scope {self.store.user_scope} (memory_id "
+                    f"{record.memory_id!r}): its postings do not match the record (term "
+                    f"{term!r}: posted {claimed} times, the record holds it "
+                    f"{counts.get(term, 0)} times) — the record or its postings were edited "
+                    "after they were stored")
 
     def _verify(self, ordinal: int, record: StoredMemory) -> None:
         """Refuse a conversation record that is not the one its postings were built from.

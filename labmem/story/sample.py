@@ -4,12 +4,12 @@ sample *project* ``data/story/tide-lamp`` built from its first chapters, so that
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import SteppingClock
+from labmem.core.validation import parse_json
 from labmem.story.adapter import MemoryContractAdapter
 from labmem.story.errors import StoryProjectError
 
@@ -30,14 +30,24 @@ def sample_story_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "data" / "story"
 
 
+def _read_json(path: Path) -> Any:
+    """One sample file through the one validating parser (bounded depth, no NaN): a
+    broken file is the story project's error, naming the file, not a ``RecursionError``."""
+    try:
+        return parse_json(path.read_bytes())
+    except ValueError as exc:
+        raise StoryProjectError(f"{path.name}: cannot be read ({exc}); restore the sample "
+                                "story from the repository") from None
+
+
 def load_sample_story(directory: str | Path | None = None) -> list[SampleChapter]:
     root = Path(directory) if directory is not None else sample_story_dir()
     if not (root / "results").is_dir():
         raise StoryProjectError(f"no sample story under {root.name!r}/results")
     chapters = []
     for path in sorted((root / "results").glob("ch*.json")):
-        result = json.loads(path.read_text(encoding="utf-8"))
-        summary = json.loads((root / "summaries" / path.name).read_text(encoding="utf-8"))
+        result = _read_json(path)
+        summary = _read_json(root / "summaries" / path.name)
         outline_path = root / "outlines" / f"{path.stem}.md"
         outline = outline_path.read_text(encoding="utf-8").strip() if outline_path.exists() \
             else None

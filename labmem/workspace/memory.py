@@ -91,7 +91,7 @@ from labmem.core.storage import (
     write_snapshot,
     write_text_atomic,
 )
-from labmem.core.validation import require_text
+from labmem.core.validation import parse_json, require_text
 from labmem.workspace.curation import (
     ACTIVE,
     OPEN,
@@ -265,8 +265,10 @@ class _Head:
         if lines[0] != b"{":
             raise KeyError(name)
         try:
-            member = json.loads(b"{" + lines[index].rstrip(b",") + b"}")
-        except ValueError:  # UnicodeDecodeError and JSONDecodeError included
+            # the one validating parser: a header line nested 100,000 levels deep is a
+            # ValueError here (then the full read reports it), never a RecursionError
+            member = parse_json(b"{" + lines[index].rstrip(b",") + b"}")
+        except ValueError:  # UnicodeDecodeError, JSONDecodeError and too deep included
             raise KeyError(name) from None
         if not isinstance(member, dict) or list(member) != [name]:
             raise KeyError(name)

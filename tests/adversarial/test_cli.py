@@ -65,7 +65,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)  # `| head -1` that has already gone: every write fails with EPIPE
     try:
-        done = labmem(["recall", "memory", "--json"], stdout=write_end,
+        done = labmem(["recall", "memory", "--json", "--with-examples"], stdout=write_end,
                       env={"LABMEM_HOME": str(tmp_path / "home")})
     finally:
         os.close(write_end)

@@ -444,7 +444,7 @@ def test_the_tool_and_the_command_default_to_the_contextual_scorer(tmp_path, mon
     monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("LABMEM_USER_ID", raising=False)
     assert DEFAULT_SCORER == "contextual"
-    assert isinstance(default_runtime().engine.scorer, ContextualScorer)
+    assert isinstance(default_runtime(with_examples=True).engine.scorer, ContextualScorer)
     data = json.loads(recall_history("SQLite persistence decision", limit=2))
     assert data["hits"][0]["memory_id"] == "conversation-002"
     assert data["hits"][0]["score_breakdown"]["scorer"] == "contextual_bm25"
