@@ -1,18 +1,21 @@
 # labmem — one command to set up and open the lessons, one to set up and test everything.
-#   make lab        create .venv if needed, install pinned deps, open JupyterLab at the start page
+#   make lab        create .venv if needed, install what the chapters run (the lab extra: about a
+#                   third of everything), open JupyterLab on the repository at the start page
 #                   (LAB_ARGS adds flags; the default adds --allow-root when run as root)
-#   make test       create .venv if needed, install pinned deps, run unit tests + strict nbval
+#   make test       create .venv if needed, install everything (the dev extra: lab, the test
+#                   tools and browser driver, the site builder, the benchmark peers, ruff),
+#                   run unit tests + strict nbval
 #   make notebooks  re-execute every chapter and solution notebook in place (after changing one)
 #   make html       build the course website (build/index.html) from the committed notebooks
 #   make slides     export every chapter to an offline reveal.js deck under build/slides/
 #   make slide-metadata  (re)write every chapter's slide metadata with tools/slides.py
 #   make bench      run the benchmarks in bench/ (not part of the tests)
-#   make lock       re-pin constraints.txt after changing pyproject.toml
+#   make lock       re-pin constraints.txt after changing pyproject.toml (every extra)
+#   make install-lab / make install   only install: the lab extra / everything (dev)
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.labmem-installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check --no-input
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 SOLUTIONS := $(sort $(wildcard solutions/*.ipynb))
@@ -22,26 +25,43 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 # reveal.js for the offline decks, from the npm package pinned in tools/reveal/package-lock.json
 REVEAL := tools/reveal/node_modules/reveal.js/dist/reveal.js
 
-.PHONY: install lab test notebooks html slides slide-metadata bench lock lint clean
+.PHONY: install install-lab lab test notebooks html slides slide-metadata bench lock lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml constraints.txt tools/jupyterlab/overrides.json | $(BIN)/python
-	$(PIP) install -q -c constraints.txt -e '.[dev,online,bench]'
+# One stamp per install, so each target installs what it needs and no more: the lab extra for
+# `make lab` (and the decks: JupyterLab brings nbconvert), dev (every extra) for the tests and
+# `make notebooks`, docs for `make html`, bench for `make bench`; all pinned by constraints.txt.
+# The lab and dev installs also register the kernel every notebook names and the lab's
+# settings (no news prompt).
+LAB_STAMP   := $(VENV)/.labmem-lab
+DEV_STAMP   := $(VENV)/.labmem-dev
+DOCS_STAMP  := $(VENV)/.labmem-docs
+BENCH_STAMP := $(VENV)/.labmem-bench
+
+$(LAB_STAMP) $(DEV_STAMP): $(VENV)/.labmem-%: pyproject.toml constraints.txt tools/jupyterlab/overrides.json | $(BIN)/python
+	$(PIP) install -q -c constraints.txt -e '.[$*]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labmem)" >/dev/null
 	mkdir -p $(LAB_SETTINGS) && cp tools/jupyterlab/overrides.json $(LAB_SETTINGS)/overrides.json
-	touch $(STAMP)
+	touch $@
+
+$(DOCS_STAMP) $(BENCH_STAMP): $(VENV)/.labmem-%: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) install -q -c constraints.txt -e '.[$*]'
+	touch $@
 
 $(REVEAL): tools/reveal/package.json tools/reveal/package-lock.json
 	npm ci --prefix tools/reveal --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $(REVEAL)
 
-# the JupyterLab slideshow extension (jupyterlab-rise) comes with the dev extra
-install: $(STAMP)
+install-lab: $(LAB_STAMP)
 
-lab: install
-	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/00_start_here.ipynb
+install: $(DEV_STAMP)
+
+# tools/lab.py serves the repository root (notebooks/, solutions/, data/, README.md), opens
+# the start page and prints one line to click: the start page's URL with the server's token
+lab: install-lab
+	$(BIN)/python tools/lab.py $(LAB_ARGS)
 
 # the site and deck tests (tests/site/) build what they open; reveal.js must be installed
 test: install $(REVEAL)
@@ -60,20 +80,21 @@ notebooks: install
 	    --ExecutePreprocessor.record_timing=False $$nb || exit 1; \
 	done
 
-html: install
+html: $(DOCS_STAMP)
 	$(BIN)/python tools/build_site.py --out build
 
-slides: install $(REVEAL)
+slides: install-lab $(REVEAL)
 	$(BIN)/python tools/build_decks.py --out build/slides $(NOTEBOOKS)
 
-slide-metadata: install
+slide-metadata: install-lab
 	$(BIN)/python tools/slides.py $(NOTEBOOKS)
 
-bench: install
+bench: $(BENCH_STAMP)
 	for b in bench/*.py; do case $$b in */benchlib.py) ;; *) $(BIN)/python $$b || exit 1;; esac; done
 
+# dev is every extra (lab, online, mcp, test, docs, bench and ruff)
 lock: | $(BIN)/python
-	$(PIP) install -q -e '.[dev,online,bench]'
+	$(PIP) install -q -e '.[dev]'
 	( echo "# Pinned versions for make/CI: regenerate with 'make lock' after changing pyproject.toml."; \
 	  $(PIP) freeze --exclude-editable ) > constraints.txt
 

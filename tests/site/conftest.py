@@ -1,18 +1,28 @@
 """Fixtures for the website and slide-deck tests: the built site, a local server, Chromium.
 
-The site and the decks are built once per test session into ``build/`` (the same code as
-`make html` / `make slides`). The browser is Debian's Chromium driven by Playwright: this
-environment cannot download Playwright's own browser builds, so it is launched by path.
-Without Chromium the browser tests are skipped with the command that installs it.
+The site and the decks are built once per test session (the same code as `make html` /
+`make slides`) into the session's temporary directory, not ``build/``: under pytest-xdist
+every worker asks for them, the first to arrive builds them while holding a lock and the
+others wait for it and reuse the result, and two test runs in one checkout (or a
+`make html` beside a test run) never rewrite each other's files. Each worker serves them
+with its own server and browser. Screenshots still go to ``build/screenshots/`` (one file
+per test, so workers never write the same one).
+
+The browser is Debian's Chromium driven by Playwright: this environment cannot download
+Playwright's own browser builds, so it is launched by path. Without Chromium the browser
+tests are skipped with the command that installs it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import importlib.util
+import os
 import shutil
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,7 +30,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
-SCREENSHOTS = BUILD / "screenshots"
+SCREENSHOTS = BUILD / "screenshots"  # kept for review after the run (the builds are not)
 INSTALL_CHROMIUM = "apt-get install -y chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
@@ -41,26 +51,71 @@ def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.fixture(scope="session")
-def site() -> Path:
-    """The course website, built from the committed notebooks into build/."""
-    load_tool("build_site").build(BUILD)
-    return BUILD
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; each worker then builds into its own directory
+    fcntl = None
 
 
-@pytest.fixture(scope="session")
-def decks() -> Path:
-    """Every chapter's offline deck under build/slides/."""
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Hold ``lock`` against every other process of this test session (xdist's workers)."""
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+                make: Callable[[Path], None]) -> Path:
+    """``make(<dir>/<name>)`` once per test session and return that path.
+
+    ``<dir>`` is shared by every process of the session: under pytest-xdist the parent of
+    each worker's base temporary directory (``pytest-N/`` above ``pytest-N/popen-gw0/``).
+    Whichever worker comes first builds while holding a lock; the others wait for it and
+    reuse the result. A build that fails is tried again by the next worker, which then
+    reports the same failure.
+    """
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER") and fcntl is not None:
+        shared = shared.parent
+    out, tag = shared / name, name.replace("/", "-")
+    done = shared / f"{tag}.done"
+    with _exclusive(shared / f"{tag}.lock") if fcntl else contextlib.nullcontext():
+        if not done.exists():
+            make(out)
+            done.touch()
+    return out
+
+
+def _build_site(out: Path) -> None:
+    load_tool("build_site").build(out)
+
+
+def _build_decks(out: Path) -> None:
     build_decks = load_tool("build_decks")
-    if not (build_decks.REVEAL_PACKAGE / "dist" / "reveal.js").exists():
-        pytest.skip("reveal.js is not installed: npm ci --prefix tools/reveal "
-                    "(`make test` and `make slides` run it)")
-    out = BUILD / "slides"
     out.mkdir(parents=True, exist_ok=True)
     build_decks.copy_reveal(out)
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         build_decks.export(notebook, out)
-    return out
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    """The course website, built from the committed notebooks (``make html``)."""
+    return _build_once(tmp_path_factory, "build", _build_site)
+
+
+@pytest.fixture(scope="session")
+def decks(tmp_path_factory) -> Path:
+    """Every chapter's offline deck, in ``slides/`` beside the site (``make slides``), so
+    the site's server serves them too."""
+    if not (load_tool("build_decks").REVEAL_PACKAGE / "dist" / "reveal.js").exists():
+        pytest.skip("reveal.js is not installed: npm ci --prefix tools/reveal "
+                    "(`make test` and `make slides` run it)")
+    return _build_once(tmp_path_factory, "build/slides", _build_decks)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -70,7 +125,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="session")
 def server(site):
-    """``python -m http.server`` on 127.0.0.1 serving build/; yields its base URL."""
+    """``python -m http.server`` on 127.0.0.1 serving the site (and ``slides/``), one per
+    worker on a port of its own; yields its base URL."""
     handler = functools.partial(_QuietHandler, directory=str(site))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -96,18 +152,44 @@ def browser():
 class Visit:
     """One browser tab that records what a page did: console errors, uncaught exceptions,
     failed requests and every request for another host (which cannot resolve: see
-    CHROMIUM_ARGS). Requests are watched, not intercepted, so pages load at full speed."""
+    CHROMIUM_ARGS). Requests are watched, not intercepted, so pages load at full speed.
+
+    The tab is reused from test to test (:meth:`reset` between them): a new tab starts a
+    new renderer that compiles the theme's scripts again, about twice the browser's work per
+    page. Every test still opens its page afresh in its own document, and records only what
+    happened after its reset; the context (cache, storage) was always one per session.
+    """
 
     def __init__(self, context, local_hosts: set[str]):
-        self.page = context.new_page()
+        self.context = context
         self.errors: list[str] = []
         self.remote: list[str] = []
         self.local_hosts = local_hosts
+        self._new_page()
+
+    def _new_page(self):
+        self.page = self.context.new_page()
         self.page.on("request", self._request)
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
         self.page.on("requestfailed", lambda r: self.errors.append(
             f"request failed: {r.url} ({r.failure})"))
+
+    def reset(self):
+        """Leave the last test's page for a blank one (what that page still had in flight
+        is cancelled there, not reported in the next test) and forget what it recorded; a
+        tab that was closed or cannot leave its page is replaced by a new one."""
+        from playwright.sync_api import Error
+
+        if not self.page.is_closed():
+            try:
+                self.page.goto("about:blank")
+            except Error:
+                self.page.close()
+        if self.page.is_closed():
+            self._new_page()
+        self.errors.clear()
+        self.remote.clear()
 
     def _request(self, request):
         url = urlsplit(request.url)
@@ -147,8 +229,16 @@ def browser_context(browser):
     context.close()
 
 
-@pytest.fixture
-def visit(browser_context, server):
+@pytest.fixture(scope="session")
+def _tab(browser_context):
     tab = Visit(browser_context, {"127.0.0.1", "localhost"})
     yield tab
     tab.page.close()
+
+
+@pytest.fixture
+def visit(_tab, server):
+    """The session's tab, blank and with nothing recorded, for one test."""
+    _tab.reset()
+    yield _tab
+    _tab.reset()
