@@ -25,6 +25,8 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from labmem.core.storage import write_durably
+
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 # O_NONBLOCK: opening a planted FIFO must not hang; the file's type is checked after
@@ -211,10 +213,7 @@ def write_file(dir_fd: int, name: str, data: bytes, *, replace: bool) -> None:
     fd = os.open(temp, TEMP_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
+            write_durably(fd, data)
         finally:
             os.close(fd)
         if replace:

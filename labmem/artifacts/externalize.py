@@ -40,7 +40,7 @@ from typing import Any
 from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.core.errors import CorruptionError, InvalidInputError, LabmemError, validated_as
 from labmem.core.provenance import SESSION_ID_PATTERN, MemorySource
-from labmem.core.storage import JsonlLog, fsync_directory
+from labmem.core.storage import JsonlLog, fsync_directory, write_durably
 from labmem.core.text import estimate_tokens
 from labmem.core.validation import require_text
 
@@ -379,10 +379,7 @@ class ToolResultExternalizer:
                 sequence += 1
                 continue
             try:
-                view = memoryview(body)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
+                write_durably(fd, body)
             finally:
                 os.close(fd)
             fsync_directory(self.tool_results_dir)

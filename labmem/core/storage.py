@@ -128,6 +128,15 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+def write_durably(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, then ``fsync`` it. A regular file takes it in one
+    write; the loop is for the write that does not."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
+
+
 def fsync_directory(directory: Path) -> None:
     """Make a file's creation or rename in ``directory`` durable (no-op where unsupported)."""
     try:
@@ -318,10 +327,7 @@ class JsonlLog(Generic[T]):
             size = stat.st_size
             if size > self._offset:
                 self._cut_torn_tail(fd, size)
-            view = memoryview(payload)
-            while view:  # a regular file takes it in one write; loop only if it does not
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
+            write_durably(fd, payload)
         finally:
             os.close(fd)
         if created:
