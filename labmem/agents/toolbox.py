@@ -160,7 +160,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                       "origin_key")), "labmem.mmu"),
     ToolSpec("memory_forget", "Archive one long-term record: it stays as history, no "
              "recall sees it, and a replayed remember does not bring it back.",
-             _object({"record_id": _text(200, "The record's id, e.g. 'm-000001'.")},
+             _object({"record_id": _text(200, "The record's id, e.g. 'alice:m-000001'.")},
                      ("record_id",)), "labmem.mmu"),
     ToolSpec("memory_recall", "The top k long-term records of this user by query-term "
              "coverage.",

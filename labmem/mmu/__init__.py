@@ -75,6 +75,7 @@ from labmem.mmu.records import (
     Tombstone,
     content_hash,
     exclusion_reason,
+    record_id_of,
 )
 from labmem.mmu.request import PARTS, RequestLedger, plan_request, tool_tokens
 from labmem.mmu.scoring import (
@@ -113,5 +114,5 @@ __all__ = [
     "Exclusion", "ReplayCheck", "ReplayRow", "StaleHit",
     "PARTS", "RequestLedger", "plan_request", "tool_tokens",
     "needs_full_text", "EvaluationReport", "LabeledQuery", "QueryScore", "evaluate",
-    "remember_rows", "TermIndex", "encode_line",
+    "remember_rows", "TermIndex", "encode_line", "record_id_of",
 ]

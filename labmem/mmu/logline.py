@@ -4,7 +4,7 @@ A record is validated once, when it is written (:class:`~labmem.mmu.records.Memo
 checks every field). The line then carries ``"crc32"`` — the CRC-32 of every byte before
 it — as its last member::
 
-    {"record_id":"m-000001", … ,"updated_at":"2026-01-01T00:00:00Z","crc32":"1c291ca3"}
+    {"record_id":"alice:m-000001", … ,"updated_at":"2026-01-01T00:00:00Z","crc32":"1c291ca3"}
 
 On replay a line whose checksum matches is exactly what a validating writer produced, so
 its fields are taken as they are (:meth:`MemoryRecord.trusted`), not checked again; a

@@ -83,6 +83,19 @@ def check_write_gate(outcome: str, evidence: Sequence[str]) -> None:
                              "pass the tool run, message or file that shows it happened")
 
 
+#: the longest record id: a scope (at most 100 characters), ``:m-`` and the number
+MAX_ID_CHARS = 120
+
+
+def record_id_of(scope: str, number: int) -> str:
+    """The id of ``scope``'s ``number``-th record (from 1): ``alice:m-000001``.
+
+    Numbered within the scope, so an id says nothing about what other scopes wrote, and
+    prefixed by the scope, so ids are unique across scopes (the suffix has one fixed form,
+    so a scope that contains ``:`` cannot produce another scope's id)."""
+    return f"{scope}:m-{number:06d}"
+
+
 @dataclass(frozen=True)
 class MemoryRecord:
     """One canonical long-term memory, exactly as it is stored on disk."""
@@ -110,7 +123,7 @@ class MemoryRecord:
 
     def __post_init__(self) -> None:
         check = MemoryValidationError
-        validated_as(check, require_text, self.record_id, "record_id", max_chars=100)
+        validated_as(check, require_text, self.record_id, "record_id", max_chars=MAX_ID_CHARS)
         require_choice(self.memory_type, "memory_type", MEMORY_TYPES)
         validated_as(check, require_text, self.scope, "scope", max_chars=100)
         validated_as(check, require_text, self.title, "title", max_chars=MAX_TITLE_CHARS)

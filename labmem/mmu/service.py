@@ -67,6 +67,7 @@ from labmem.mmu.records import (
     claim_key,
     exclusion_reason,
     may_supersede,
+    record_id_of,
     require_choice,
     require_unit,
 )
@@ -446,6 +447,28 @@ class FileMemoryService:
         record = self._get(record_id)
         return record if record is not None else self._tombstones[record_id].as_record()
 
+    def _next_id(self, scope: str) -> str:
+        """The next id of ``scope``: ``<scope>:m-<n>``, numbered within the scope.
+
+        An id tells its reader nothing about other scopes (bob's first record is
+        ``bob:m-000001`` however much alice wrote) and is unique in the whole service, so
+        every map here, the fold snapshot and the Context MMU's pages stay keyed by the id
+        alone. A scope's ids are dense (a forget or a purge keeps the id), so the first
+        free number is found by doubling and then halving: O(log n) lookups.
+        """
+        def taken(n: int) -> bool:
+            record_id = record_id_of(scope, n)
+            return record_id in self._records or record_id in self._tombstones
+
+        high = 1
+        while taken(high):
+            high *= 2
+        low = high // 2  # taken (or 0); high is free: the first free number is in (low, high]
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if taken(middle) else (low, middle)
+        return record_id_of(scope, high)
+
     def _open(self) -> None:
         if self._closed:
             raise ServiceClosedError("the memory service is closed; open a new one on the "
@@ -550,7 +573,7 @@ class FileMemoryService:
             if pending is not None:
                 return self._get(pending)  # the same lower-ranked claim, again
             record = MemoryRecord(
-                record_id=f"m-{len(self._records) + len(self._tombstones) + 1:06d}",
+                record_id=self._next_id(scope),
                 memory_type=memory_type, scope=scope, title=title, text=text,
                 status="provisional", importance=importance, confidence=confidence,
                 utility=utility, salience=salience, source_kind=source_kind,

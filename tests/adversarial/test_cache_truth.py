@@ -539,9 +539,9 @@ def test_a_changed_importance_cannot_change_what_the_mmu_returns(tmp_path):
 
     def promote(arrays):
         ids = json.loads(arrays["ids"].tobytes())
-        arrays["importance"][ids.index("m-000012")] = 1.0
-        arrays["salience"][ids.index("m-000012")] = 1.0
-        arrays["utility"][ids.index("m-000012")] = 1.0
+        arrays["importance"][ids.index("alice:m-000012")] = 1.0
+        arrays["salience"][ids.index("alice:m-000012")] = 1.0
+        arrays["utility"][ids.index("alice:m-000012")] = 1.0
 
     reseal_fold(tmp_path, promote)
     svc = mmu_service(tmp_path)

@@ -18,6 +18,8 @@ from labmem.agents import (
     host_config,
     server_command,
 )
+from labmem.core.provenance import scope_digest
+from labmem.mmu import record_id_of
 from labmem.mmu.records import MAX_TEXT_CHARS, MAX_TITLE_CHARS, OUTCOMES
 from labmem.recall.pipeline import MAX_LIMIT
 from labmem.recall.store import MAX_CONTENT_CHARS, MAX_SUMMARY_CHARS
@@ -33,6 +35,8 @@ SOURCE = {"source_id": "transcript-s1", "source_type": "conversation_transcript"
 REMEMBER = {"memory_type": "semantic", "title": "storage engine", "text": "SQLite in WAL mode",
             "outcome": "succeeded", "evidence": ["test-run:1"], "source_kind": "tool_observed",
             "origin_key": "storage.engine"}
+#: the memory service numbers ids within the caller's scope: alice's opaque user scope
+ALICES_FIRST = record_id_of(scope_digest("alice", field="user_id"), 1)
 CALLS = [
     ("remember_record", {"kind": "conversation", "content": "Chose SQLite WAL for the index.",
                          "summary": "SQLite WAL", "source": SOURCE}),
@@ -45,7 +49,7 @@ CALLS = [
     ("workspace_context", {"recent_limit": 5}),
     ("memory_remember", REMEMBER),
     ("memory_recall", {"query": "SQLite storage", "k": 3}),
-    ("memory_forget", {"record_id": "m-000001"}),
+    ("memory_forget", {"record_id": ALICES_FIRST}),
 ]
 
 
@@ -111,7 +115,7 @@ def test_every_tool_over_stdio_writes_its_layer(tmp_path):
     assert replies["get_preferences"]["preferences"][0]["value"] == "concise"
     assert replies["delete_preference"]["status"] == "deleted"
     assert "Use SQLite in WAL mode." in replies["workspace_context"]["text"]
-    assert replies["memory_recall"]["hits"][0]["record"]["record_id"] == "m-000001"
+    assert replies["memory_recall"]["hits"][0]["record"]["record_id"] == ALICES_FIRST
     assert replies["memory_forget"]["status"] == "archived"
     # the files on disk are the layers' own
     files = tree(home)
@@ -168,7 +172,7 @@ def test_two_clients_on_one_home_never_collide(tmp_path):
     assert len(ids) == len(set(ids)) == 48
     lines = (home / "memory-service" / "records.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["record_id"] for line in lines) == \
-        [f"m-{i:06d}" for i in range(1, 25)]
+        [record_id_of(scope_digest("alice", field="user_id"), i) for i in range(1, 25)]
     run = call_server(server_command(home, user_id="alice", workspace_id="proj"),
                       [("workspace_context", {"recent_limit": 100})])
     assert run.replies[0].data["recent_facts"] == 24

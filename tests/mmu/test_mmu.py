@@ -61,7 +61,7 @@ def test_recall_scores_only_candidates_not_every_page(tmp_path):
     remember(svc, "zebra unicorn", "rare")
     mmu = ContextMMU(svc, token_budget=10_000, candidate_limit=4)
     trace = mmu.recall("zebra", scope="alice", now=T0)
-    assert mmu.scored == 1 and [c.record_id for c in trace.candidates] == ["m-000031"]
+    assert mmu.scored == 1 and [c.record_id for c in trace.candidates] == ["alice:m-000031"]
     trace = mmu.recall("fact", scope="alice", now=T0)
     assert mmu.scored == 31 and len(trace.candidates) == 4  # scored 30 more, kept 4
 
@@ -155,7 +155,7 @@ def test_ledger_holds_after_every_operation(ops, budget, top_k):
                 mmu.set_budget(op[1])
             else:
                 record_id = ids[op[1]]
-                scope = svc.records()[op[1]].scope
+                scope = "alice" if op[1] % 4 else "bob"
                 if record_id not in mmu.pages:
                     continue
                 if kind == "pin":
@@ -187,7 +187,7 @@ def test_ledger_holds_after_every_operation(ops, budget, top_k):
 def thrash_rows(tmp_path, min_residency):
     svc = service(tmp_path)
     corpus(svc, n=6, words=60)
-    one = tokens_of(svc.recall_key("m-000001", scope="alice").text)
+    one = tokens_of(svc.recall_key("alice:m-000001", scope="alice").text)
     mmu = ContextMMU(svc, token_budget=2 * one, l2_top_k=1, warm_top_k=1,
                      min_residency=min_residency)
     queries = ["port", "deploy", "cache"] * 4

@@ -113,12 +113,12 @@ def test_a_flipped_bit_inside_a_field_the_checksum_covers_is_caught(tmp_path):
 def test_a_line_without_a_checksum_is_validated_in_full(tmp_path):
     svc = service(tmp_path)
     good = remember(svc, "The test port is 18300.", key="port")
-    row = good.to_dict() | {"record_id": "m-000002", "origin_key": "legacy"}
+    row = good.to_dict() | {"record_id": "alice:m-000002", "origin_key": "legacy"}
     with open(tmp_path / LOG, "a") as handle:  # an older log's line: plain JSON, no crc32
         handle.write(json.dumps(row) + "\n")
-    assert service(tmp_path).recall_key("m-000002", scope="alice").origin_key == "legacy"
+    assert service(tmp_path).recall_key("alice:m-000002", scope="alice").origin_key == "legacy"
     with open(tmp_path / LOG, "a") as handle:
-        handle.write(json.dumps(row | {"record_id": "m-000003", "importance": 1.5}) + "\n")
+        handle.write(json.dumps(row | {"record_id": "alice:m-000003", "importance": 1.5}) + "\n")
     with pytest.raises(MemoryCorruptionError, match="line 3.*importance"):
         service(tmp_path)
 
@@ -164,7 +164,7 @@ def test_the_mmu_has_no_index_of_its_own_and_each_text_is_tokenized_once(tmp_pat
     mmu.recall("port fact", scope="alice")
     ContextMMU(reopened, token_budget=500).recall("billing", scope="alice")  # a second MMU
     assert reopened.index.tokenized == 20
-    revised = reopened.revise("m-000003", scope="alice", text="moved to the ledger",
+    revised = reopened.revise("alice:m-000003", scope="alice", text="moved to the ledger",
                               evidence=["ev-9"])
     assert [c.record_id for c in mmu.recall("ledger", scope="alice").candidates] == [
         revised.record_id]
@@ -238,12 +238,12 @@ def test_the_index_skips_a_replaced_document_without_tokenizing_it():
 
 def test_a_trusted_record_is_the_record_that_was_written():
     record = MemoryRecord(
-        record_id="m-000001", memory_type="semantic", scope="alice", title="t", text="x",
+        record_id="alice:m-000001", memory_type="semantic", scope="alice", title="t", text="x",
         status="trusted", importance=1.0, confidence=0.25, utility=0.5, salience=0.0,
         source_kind="user_stated", origin_key="k", evidence=("e1", "e2"), version=3,
         created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
         updated_at="2026-01-02T03:04:05.123456Z", valid_until="2026-02-01T00:00:00Z",
-        superseded_by="m-000002")
+        superseded_by="alice:m-000002")
     data = json.loads(encode_line(record.to_dict()))
     del data["crc32"]
     assert MemoryRecord.trusted(data) == record

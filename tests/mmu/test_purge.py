@@ -68,7 +68,7 @@ def test_purge_removes_the_text_from_every_file_and_keeps_the_forget(tmp_path):
     assert again.recall_key(keep.record_id, scope="alice") == keep
     assert again.recall_key(other.record_id, scope="alice") == other
     fresh = remember(again, "A new note.", "new")
-    assert fresh.record_id == "m-000004"
+    assert fresh.record_id == "alice:m-000004"
 
 
 def test_another_open_service_and_an_mmu_follow_the_rewritten_log(tmp_path):

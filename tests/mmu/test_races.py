@@ -64,7 +64,7 @@ def test_a_supersession_mid_recall_is_a_stale_hit_too(tmp_path):
     mmu.before_promotion = supersede
     trace = mmu.recall("port service", scope="alice")
     assert [(s.record_id, s.reason) for s in trace.stale] == [
-        (a.record_id, "superseded by m-000004")]
+        (a.record_id, "superseded by alice:m-000004")]
     assert a.record_id not in trace.loaded
 
 

@@ -84,7 +84,8 @@ def test_all_zero_weights_score_zero_and_the_tie_break_decides(tmp_path):
                      origin_key=key, importance={"a": 0.1, "b": 0.9, "c": 0.5}[key])
     mmu = ContextMMU(svc, token_budget=1000, weights=zero)
     trace = mmu.recall("port", scope="alice", now="2026-01-02T00:00:00Z")
-    assert [c.record_id for c in trace.candidates] == ["m-000001", "m-000002", "m-000003"]
+    assert [c.record_id for c in trace.candidates] == [
+        f"alice:m-00000{n}" for n in (1, 2, 3)]
     assert {c.score for c in trace.candidates} == {0.0}
 
 
@@ -102,7 +103,7 @@ def test_scope_filters_before_ranking_and_shared_scope_scores_lower(tmp_path):
     mmu = ContextMMU(svc, token_budget=1000, shared_scope_factor=0.25)
     trace = mmu.recall("test port", scope="alice", now="2026-01-01T00:00:10Z")
     by_id = {c.record_id: c for c in trace.candidates}
-    assert set(by_id) == {"m-000001", "m-000003"}  # bob's page is never a candidate
-    assert by_id["m-000001"].factors["scope"] == 1.0
-    assert by_id["m-000003"].factors["scope"] == 0.25
-    assert trace.candidates[0].record_id == "m-000001"
+    assert set(by_id) == {"alice:m-000001", "global:m-000001"}  # bob's is never a candidate
+    assert by_id["alice:m-000001"].factors["scope"] == 1.0
+    assert by_id["global:m-000001"].factors["scope"] == 0.25
+    assert trace.candidates[0].record_id == "alice:m-000001"

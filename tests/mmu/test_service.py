@@ -172,7 +172,7 @@ def test_a_corrupt_line_is_reported_with_its_number(tmp_path):
     svc = service(tmp_path)
     remember(svc)
     with open(tmp_path / "records.jsonl", "a") as handle:
-        handle.write('{"record_id": "m-000002"}\n')
+        handle.write('{"record_id": "alice:m-000002"}\n')
     with pytest.raises(MemoryCorruptionError, match="line 2"):
         service(tmp_path)
 

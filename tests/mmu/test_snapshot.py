@@ -113,8 +113,8 @@ def test_lines_appended_after_the_snapshot_are_folded_on_top_of_it(tmp_path):
     svc = write_history(tmp_path)
     snapshot_of(tmp_path)
     remember(svc, "The test port is 18500.", key="port", source_kind="user_stated")
-    svc.revise("m-000006", scope="alice", text="The cache port is 6380.", evidence=["ev-9"])
-    svc.forget("m-000004", scope="alice")
+    svc.revise("alice:m-000005", scope="alice", text="The cache port is 6380.", evidence=["ev-9"])
+    svc.forget("alice:m-000004", scope="alice")
     remember(svc, "A billing note.", key="billing")
     restored = reader(tmp_path)
     assert restored.snapshot_state == "loaded"
@@ -273,7 +273,7 @@ def test_a_covered_line_rewritten_with_a_valid_checksum_is_read_from_the_log(tmp
     lines[at] = body + b',"crc32":"%08x"}' % zlib.crc32(body)
     edit_in_place(tmp_path, raw, b"\n".join(lines))
     svc = refused(tmp_path, "changed (checksum)")
-    assert svc.recall_key("m-000004", scope="alice").text == "Deploys run at ten.."
+    assert svc.recall_key("alice:m-000004", scope="alice").text == "Deploys run at ten.."
 
 
 # -- crashes -----------------------------------------------------------------------------------
@@ -382,11 +382,12 @@ def test_a_lazy_record_copies_and_pickles_as_the_whole_record(tmp_path):
     snapshot_of(tmp_path)
     for make in (copy.copy, copy.deepcopy, lambda r: pickle.loads(pickle.dumps(r))):
         svc = reader(tmp_path)
-        lazy = svc._source.record(svc._records["m-000004"])
+        lazy = svc._source.record(svc._records["alice:m-000004"])
         assert "_source" in lazy.__dict__
         copied = make(lazy)
         assert "_source" not in copied.__dict__ and copied == lazy
-        assert copied == reader(tmp_path, snapshot=False).recall_key("m-000004", scope="alice")
+        assert copied == reader(tmp_path, snapshot=False).recall_key("alice:m-000004",
+                                                                     scope="alice")
 
 
 def test_a_whole_snapshot_whose_content_is_not_what_labmem_writes_is_refused(tmp_path):
@@ -416,7 +417,7 @@ def test_records_read_late_come_from_the_file_they_were_folded_from(tmp_path):
     follower = reader(tmp_path)
     held = follower.records()  # lazy: nothing of them is read yet
     assert follower._source.decoded == 0
-    svc.forget("m-000006", scope="alice")
+    svc.forget("alice:m-000005", scope="alice")
     assert svc.purge() == 2  # the wal note (forgotten earlier) and the cache note
     assert held == before  # read now, from the file they were folded from
     assert observe(follower) == observe(reader(tmp_path, snapshot=False))
@@ -447,7 +448,7 @@ def test_a_record_read_from_the_snapshot_has_the_types_of_a_replayed_one(tmp_pat
     columns = ("record_id", "status", "memory_type", "valid_until", "scope", "updated_at",
                "importance", "version", "source_kind", "superseded_by", "conflicts_with",
                "origin_key", "salience")
-    for record_id in ("m-000001", "m-000002", "m-000003", "m-000004", "m-000006"):
+    for record_id in (f"alice:m-00000{n}" for n in (1, 2, 3, 4, 5)):
         lazy = restored._source.record(restored._records[record_id])
         plain = next(r for r in replayed.records() if r.record_id == record_id)
         for names in (columns, tuple(MemoryRecord.__dataclass_fields__)):
