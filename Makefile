@@ -6,6 +6,7 @@
 #                   tools and browser driver, the site builder, the benchmark peers, ruff),
 #                   run unit tests + strict nbval
 #   make notebooks  re-execute every chapter and solution notebook in place (after changing one)
+#   make scratch    write labmem/scratch/*.py again from the chapters' '# scratch: <module>' cells
 #   make html       build the course website (build/index.html) from the committed notebooks
 #   make slides     export every chapter to an offline reveal.js deck under build/slides/
 #   make slide-metadata  (re)write every chapter's slide metadata with tools/slides.py
@@ -25,7 +26,7 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 # reveal.js for the offline decks, from the npm package pinned in tools/reveal/package-lock.json
 REVEAL := tools/reveal/node_modules/reveal.js/dist/reveal.js
 
-.PHONY: install install-lab lab test notebooks html slides slide-metadata bench lock lint clean
+.PHONY: install install-lab lab test scratch notebooks html slides slide-metadata bench lock lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -103,3 +104,7 @@ lint: install
 
 clean:
 	rm -rf build .pytest_cache
+
+# The from-scratch modules are the chapters' marked cells; a test fails when they differ.
+scratch: $(BIN)/python
+	$(BIN)/python tools/scratch.py

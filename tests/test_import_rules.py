@@ -4,6 +4,10 @@
 * A layer (one chapter) imports the core and itself. The one exception is explicit:
   ``labmem.context.sources`` re-resolves source pointers through the s09 and s13 owners'
   public packages.
+* ``labmem.scratch`` (the chapters' from-scratch modules, the references the fast layers are
+  held equal to) imports the standard library and itself only: a reference never depends on
+  a fast path, and a learner reads it without the rest of the library. Anything but the
+  core may import a from-scratch module by name (``from labmem.scratch import s12``).
 * Everything outside a package imports it through its public ``__init__`` only
   (``from labmem.recall import RecallEngine``, never ``labmem.recall.pipeline``), so a
   package's internals can change without breaking another layer.
@@ -25,6 +29,7 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "labmem"
 
 CORE = "core"
+SCRATCH = "scratch"
 LAYERS = frozenset({"transcript", "workspace", "user", "recall", "artifacts", "context",
                     "mmu", "story"})
 FACES = frozenset({"walkthrough", "resilience", "cli", "chat", "notebook", "exercises",
@@ -35,7 +40,7 @@ ALLOWED_CROSS_LAYER = frozenset({("labmem.context.sources", "transcript"),
 
 TREE = {"__init__.py", "core", "transcript.py", "workspace", "user.py", "recall", "artifacts",
         "context", "mmu", "story", "walkthrough", "resilience.py", "cli.py", "chat.py",
-        "notebook.py", "exercises", "agents"}
+        "notebook.py", "exercises", "agents", "scratch"}
 CORE_MODULES = {"__init__", "clock", "errors", "provenance", "storage", "locking", "arrayfile",
                 "text", "validation", "metrics", "render"}
 OLD_MODULES = ["clock", "errors", "provenance", "storage", "text", "validation", "metrics",
@@ -113,7 +118,10 @@ def violations(sources: dict[str, str], packages: set[str]) -> list[str]:
                 continue
             if here == CORE:
                 problems.append(f"{where} (the core imports no layer or face)")
-            elif there == CORE:
+            elif here == SCRATCH:
+                problems.append(f"{where} (a from-scratch module imports the standard library "
+                                "and labmem.scratch only)")
+            elif there in (CORE, SCRATCH):
                 continue
             elif here in LAYERS and there not in LAYERS:
                 problems.append(f"{where} (a layer never imports a face)")
@@ -193,6 +201,9 @@ BAD_IMPORTS = [
     ("labmem.cli", "from labmem.recall import pipeline", "public package"),
     ("labmem.cli", "def f():\n    from labmem.mmu.scoring import recency", "public package"),
     ("labmem.recall.store", "from ..cli import main", "never imports a face"),
+    ("labmem.scratch", "from labmem.core.text import extract_terms", "from-scratch module"),
+    ("labmem.scratch", "from labmem.recall import RecallEngine", "from-scratch module"),
+    ("labmem.core.text", "from labmem.scratch import s09", "the core imports no"),
 ]
 
 
@@ -209,4 +220,5 @@ def test_allowed_imports_are_not_reported():
     sources["labmem.cli"] += "\nfrom labmem.recall import RecallEngine\n"
     sources["labmem.recall.store"] += "\nfrom labmem.recall.index import Postings\n"
     sources["labmem.mmu.pages"] += "\nfrom labmem.core.text import estimate_tokens\n"
+    sources["labmem.recall.pipeline"] += "\nfrom labmem.scratch import s12\n"
     assert violations(sources, packages_of()) == []
