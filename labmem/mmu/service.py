@@ -329,9 +329,10 @@ class FileMemoryService:
         except ValueError as exc:
             raise MemoryCorruptionError(f"{RECORDS_FILE}.fold", None,
                                         f"its claim maps cannot be read ({exc})") from None
-        if not isinstance(doc, dict):
-            raise MemoryCorruptionError(f"{RECORDS_FILE}.fold", None,
-                                        "its claim maps are not a JSON object")
+        if not _claims_shaped(doc):
+            raise MemoryCorruptionError(
+                f"{RECORDS_FILE}.fold", None, "its claim maps do not have their shape (it is "
+                f"a cache: delete it and open the service again to fold {RECORDS_FILE})")
         return doc
 
     def _claims_json(self) -> bytes:
@@ -794,3 +795,18 @@ class FileMemoryService:
         self._apply(record)
 
 
+def _claims_shaped(doc: Any) -> bool:
+    """Whether ``doc`` is what :meth:`FileMemoryService._claims_json` writes: ``origin`` and
+    ``forgotten`` as three equally long columns of strings, ``pending`` as rows of four."""
+    if not isinstance(doc, dict):
+        return False
+    for name in ("origin", "forgotten"):
+        columns = doc.get(name)
+        if not (isinstance(columns, list) and len(columns) == 3
+                and all(isinstance(c, list) and len(c) == len(columns[0]) for c in columns)
+                and all(type(x) is str for c in columns for x in c)):
+            return False
+    pending = doc.get("pending")
+    return isinstance(pending, list) and all(
+        isinstance(row, list) and len(row) == 4 and all(type(x) is str for x in row)
+        for row in pending)

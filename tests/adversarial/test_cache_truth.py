@@ -601,3 +601,38 @@ def test_a_forgotten_record_marked_current_is_refused_by_key_too(tmp_path):
     with pytest.raises(MemoryCorruptionError, match="lied"):
         svc.recall_key(wal_id, scope="bob")
     assert not snapshot_path(tmp_path / "records.jsonl").exists()
+
+
+MISSHAPEN_CLAIMS = {
+    "origin not three columns": {"origin": [[]], "forgotten": [[], [], []], "pending": []},
+    "columns of unequal length": {"origin": [["alice"], [], []], "forgotten": [[], [], []],
+                                  "pending": []},
+    "an id that is a number": {"origin": [["alice"], ["b1"], [7]],
+                               "forgotten": [[], [], []], "pending": []},
+    "pending rows of three": {"origin": [[], [], []], "forgotten": [[], [], []],
+                              "pending": [["alice", "b1", "text"]]},
+    "no pending key": {"origin": [[], [], []], "forgotten": [[], [], []]},
+    "a list, not an object": [1, 2, 3],
+}
+
+
+@pytest.mark.parametrize("claims", MISSHAPEN_CLAIMS.values(), ids=MISSHAPEN_CLAIMS.keys())
+def test_misshapen_claim_maps_are_a_named_corruption_never_a_raw_error(tmp_path, claims):
+    """The claim maps are read on the first write (lazily): checksummed maps of the wrong
+    shape raised a raw ``TypeError``/``ValueError`` there. Now: the fold's corruption,
+    naming the fix, nothing written; deleting the cache, as it says, folds the log again."""
+    mmu_history(tmp_path)
+    reseal_fold(tmp_path, lambda a: a.update(
+        claims=np.frombuffer(json.dumps(claims).encode(), np.uint8)))
+    svc = mmu_service(tmp_path)
+    lines = (tmp_path / "records.jsonl").read_bytes()
+    with pytest.raises(MemoryCorruptionError, match="delete it and open the service again"):
+        svc.remember("semantic", scope="alice", title="new", text="A new fact.",
+                     outcome="succeeded", evidence=["ev-2"], source_kind="tool_observed",
+                     origin_key="new")
+    assert (tmp_path / "records.jsonl").read_bytes() == lines
+    snapshot_path(tmp_path / "records.jsonl").unlink()
+    fresh = mmu_service(tmp_path)
+    assert fresh.remember("semantic", scope="alice", title="new", text="A new fact.",
+                          outcome="succeeded", evidence=["ev-2"], source_kind="tool_observed",
+                          origin_key="new").record_id == "alice:m-000013"
