@@ -14,10 +14,11 @@ a chapter edited later gets the same treatment by running it again:
   one and appears on the next key press, as does every cell that fails on purpose;
 * the closing navigation line is skipped;
 * instructor notes, cells of their own with slide type ``notes``, are generated from
-  facts the chapter already holds: its time and solution notebook
-  (``labmem.notebook.CHAPTERS``), and for each cell that fails on purpose the error its
-  stored output shows. They carry the ``remove-cell`` tag, so the website leaves them
-  out, and ``metadata.labmem.generated`` so that the next run replaces them.
+  facts the chapter already holds: its time (measured by ``tools/reading_time.py``) and
+  solution notebook, and before each cell that fails on purpose a prompt to let the room
+  predict the failure (its stored output is not quoted before it runs). They carry the
+  ``remove-cell`` tag, so the website leaves them out, and ``metadata.labmem.generated``
+  so that the next run replaces them.
 
 Only cell metadata and these notes cells change: no code cell, source or output is touched.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import re
 import sys
@@ -93,13 +95,17 @@ def _chapter(name: str):
     return next((c for c in CHAPTERS if c.notebook == name), None)
 
 
-def _error_line(cell: dict) -> str:
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            value = (output.get("evalue") or "").strip().splitlines()
-            text = f"{output.get('ename')}: {value[0] if value else ''}".strip()
-            return text if len(text) <= 220 else text[:217] + "…"
-    return ""
+def _minutes(cells: list[dict]) -> tuple[int, int]:
+    """(reading, doing) minutes measured from the chapter's cells by tools/reading_time.py."""
+    reading_time = sys.modules.get("labmem_tools_reading_time")
+    if reading_time is None:
+        path = ROOT / "tools" / "reading_time.py"
+        spec = importlib.util.spec_from_file_location("labmem_tools_reading_time", path)
+        reading_time = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = reading_time     # dataclasses look their module up here
+        spec.loader.exec_module(reading_time)
+    measured = reading_time.measure_cells(cells)
+    return measured.reading_minutes(), measured.doing_minutes()
 
 
 def _notes_cell(anchor: dict, where: str, text: str) -> dict:
@@ -115,7 +121,7 @@ def notes_for(name: str, cells: list[dict]) -> dict[int, list[tuple[str, str]]]:
     chapter = _chapter(name)
     notes: dict[int, list[tuple[str, str]]] = {}
     if chapter is not None:
-        reading, doing = chapter.minutes
+        reading, doing = _minutes(cells)
         notes.setdefault(0, []).append(("after", (
             f"**Instructor notes.** {chapter.code} · {chapter.title}: about {reading} min "
             f"to present with every cell run live, {doing} min more for the exercises. Each "
@@ -128,16 +134,14 @@ def notes_for(name: str, cells: list[dict]) -> dict[int, list[tuple[str, str]]]:
             "how the exercises are checked, then open s09. Each `##` section is a slide.")))
     for i, cell in enumerate(cells):
         if fails_on_purpose(cell):
-            error = _error_line(cell)
-            shown = f" Its stored output: `{error}`." if error else ""
             notes.setdefault(i, []).append(("before", (
-                "**Live failure.** The next cell fails on purpose." + shown + " Ask the room "
-                "what will be refused and why before you run it, then read the message aloud: "
-                "it names the field and the fix.")))
+                "**Live failure.** The next cell fails on purpose. Before you run it, ask the "
+                "room to predict what will be refused and why; then run it, read the message "
+                "aloud, and compare it with the predictions before the explanation below it.")))
         first = _first_line(cell) if cell["cell_type"] == "markdown" else ""
         if chapter is not None and first.startswith("## Exercises"):
             notes.setdefault(i, []).append(("after", (
-                f"**Exercises.** Give the room about {chapter.minutes[1]} min. A checker "
+                f"**Exercises.** Give the room about {_minutes(cells)[1]} min. A checker "
                 "answers ✓ or a hint and never raises, so learners retry in the same cell; "
                 f"the answers, each explained, are in `solutions/{chapter.notebook}`.")))
     return notes

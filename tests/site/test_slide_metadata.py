@@ -67,7 +67,8 @@ def test_sections_slides_steps_fragments_notes():
         "slide", "notes", "subslide", "slide", "-", "fragment", "subslide", "subslide",
         "notes", "fragment", "slide", "notes", "skip"]
     failure_note = slides._source(out["cells"][8])
-    assert "ValidationError: field: say what to do" in failure_note
+    assert "predict" in failure_note      # the room predicts; the stored output is not quoted
+    assert "ValidationError" not in failure_note and "say what to do" not in failure_note
     for note in (c for c in out["cells"] if slides.is_generated(c)):
         assert note["metadata"]["tags"] == ["remove-cell"]
     assert "solutions/s09_transcript.ipynb" in slides._source(out["cells"][1])
