@@ -225,7 +225,7 @@ class Chapter:
 
     ``column`` is the memory layer (0 = s09 … 5 = s14); ``row`` 0 is the main line,
     1 a second chapter on the same layer, 2 the chapters that compose every layer.
-    ``minutes`` is (reading, doing the exercises), an estimate for a learner new to it.
+    (Reading and exercise times are measured from the notebooks by ``tools/reading_time.py``.)
     """
 
     code: str
@@ -234,32 +234,31 @@ class Chapter:
     adds: str
     column: float
     row: int
-    minutes: tuple[int, int]
 
 
 CHAPTERS: tuple[Chapter, ...] = (
     Chapter("s09", "s09_transcript.ipynb", "Transcript",
-            "append-only session evidence", 0, 0, (25, 40)),
+            "append-only session evidence", 0, 0),
     Chapter("s10", "s10_workspace_memory.ipynb", "Workspace memory",
-            "fact log, distill, curated view", 1, 0, (40, 35)),
+            "fact log, distill, curated view", 1, 0),
     Chapter("s11", "s11_user_memory.ipynb", "User memory",
-            "keyed preferences, scope", 2, 0, (30, 35)),
+            "keyed preferences, scope", 2, 0),
     Chapter("s12", "s12_remote_recall.ipynb", "Remote recall",
-            "five recall stages", 3, 0, (35, 30)),
+            "five recall stages", 3, 0),
     Chapter("s12b", "s12b_choosing_a_ranker.ipynb", "Engineering a ranker",
-            "BM25, recall@k, scale", 3, 1, (40, 30)),
+            "BM25, recall@k, scale", 3, 1),
     Chapter("s13", "s13_artifacts.ipynb", "Artifacts",
-            "pointers, leases, cleanup", 4, 0, (35, 30)),
+            "pointers, leases, cleanup", 4, 0),
     Chapter("s14", "s14_context_compaction.ipynb", "Context compaction",
-            "summaries that own no facts", 5, 0, (30, 25)),
+            "summaries that own no facts", 5, 0),
     Chapter("s14 MMU", "s14_context_mmu.ipynb", "The Context MMU",
-            "L0/L1/L2 under a budget", 5, 1, (40, 35)),
+            "L0/L1/L2 under a budget", 5, 1),
     Chapter("walkthrough", "walkthrough_layered_memory.ipynb", "Layered walkthrough",
-            "every layer, one restart-safe run", 1.5, 2, (25, 20)),
+            "every layer, one restart-safe run", 1.5, 2),
     Chapter("case study", "case_story_memory.ipynb", "Story memory",
-            "a novel-writing tool's memory", 3.5, 2, (40, 35)),
+            "a novel-writing tool's memory", 3.5, 2),
     Chapter("s15", "s15_connecting_memory_to_an_agent.ipynb", "Connecting to agents",
-            "an MCP server, the memory tool", 5.5, 2, (35, 25)),
+            "an MCP server, the memory tool", 5.5, 2),
 )
 
 START_PAGE = "00_start_here.ipynb"
