@@ -1,9 +1,12 @@
 """Checkers for the s10 exercises (workspace memory: distill, supersession, staleness).
 
 Three predict exercises replay the learner's scenario in a throw-away
-:class:`~labmem.workspace.WorkspaceMemory`; two build exercises (:data:`BUILD`) compare the
-learner's promotion and supersession rules with :func:`~labmem.workspace.is_promotable` and
-:func:`~labmem.workspace.judge_rivals` on generated facts.
+:class:`~labmem.workspace.WorkspaceMemory`. :func:`check_layer` puts the learner's own
+pieces of the from-scratch layer (``is_promotable``, ``judge_rivals``, ``resolve``) into a
+fresh copy of :mod:`labmem.scratch.s10` and runs the layer's contract suite
+(:mod:`labmem.exercises.suites.s10`) on it. The two single-rule checkers in :data:`BUILD`
+compare a promotion or supersession rule with the library's on generated facts (facts
+without evidence included).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from labmem.core.clock import FixedClock, parse_timestamp
 from labmem.core.text import normalize_text
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
+from labmem.exercises.contracts import ContractReport, assemble
 from labmem.workspace import (
     DistillPolicy,
     DistillReport,
@@ -187,7 +191,23 @@ def check_after_crash(answer: tuple[bool, bool] | None) -> Feedback:
                                  "render it from, and does that file know the decision?")
 
 
-# -- build it yourself ------------------------------------------------------------------
+# -- build the layer yourself --------------------------------------------------------------
+
+def check_layer(*, is_promotable: Any = None, judge_rivals: Any = None,
+                resolve: Any = None) -> ContractReport:
+    """Put the learner's pieces into a fresh copy of the from-scratch module and run the
+    workspace memory contract suite on it; the report names each broken contract's smallest
+    case (or says a piece is not written yet). A piece left out (``None``) stays the
+    chapter's own."""
+    from labmem.exercises.suites.s10 import SUITE
+    from labmem.scratch import s10
+
+    pieces = {"is_promotable": is_promotable, "judge_rivals": judge_rivals,
+              "resolve": resolve}
+    return SUITE.run(assemble(s10, {k: f for k, f in pieces.items() if f is not None}))
+
+
+# -- build one rule, checked on generated inputs -----------------------------------------------
 
 _EVIDENCE = ("t:1", "t:2", "t:3", "t:4")
 _VALUES = ("SQLite", "sqlite", "PostgreSQL", "DuckDB")
@@ -205,8 +225,11 @@ def _day(at: datetime) -> int:
 
 
 
-_GROUP = st.lists(st.tuples(st.integers(1, 5), st.lists(st.sampled_from(_EVIDENCE[:3]),
-                                                        min_size=1, max_size=2)),
+#: Facts with no evidence are generated too: such a fact is one piece of evidence of its
+#: own (``Fact.evidence_ids``), so a rule that reads ``Fact.evidence`` is caught.
+_GROUP = st.lists(st.tuples(st.integers(1, 5),
+                            st.lists(st.sampled_from(_EVIDENCE[:3]), min_size=1, max_size=2)
+                            | st.just([])),
                   min_size=1, max_size=4).map(
     lambda rows: [_fact(i, "Pin Python 3.12", imp, ev, 0) for i, (imp, ev) in
                   enumerate(rows, start=1)])
@@ -216,8 +239,8 @@ _POLICY = st.builds(lambda imp, rep: DistillPolicy(minimum_importance=imp, repea
 
 def _describe_group(args: tuple) -> str:
     facts, policy = args
-    shown = "; ".join(f"{f.fact_id} importance {f.importance} evidence {','.join(f.evidence)}"
-                      for f in facts)
+    shown = "; ".join(f"{f.fact_id} importance {f.importance} evidence "
+                      f"{','.join(f.evidence) or '(none)'}" for f in facts)
     return (f"facts [{shown}] with "
             f"minimum_importance={policy.minimum_importance}, "
             f"repeat_threshold={policy.repeat_threshold}")

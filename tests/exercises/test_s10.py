@@ -151,3 +151,30 @@ def test_forgetting_to_normalize_is_shown_as_two_groups_of_one_value():
 
     feedback = JUDGE.check(raw_text)
     assert not feedback and "'SQLite'" in feedback.message and "'sqlite'" in feedback.message
+
+
+def test_reading_evidence_for_evidence_ids_is_caught():
+    """A fact that names no evidence is one piece of evidence of its own: the generated
+    groups include such facts, so ``f.evidence`` in place of ``f.evidence_ids`` fails."""
+    def reads_evidence(facts, policy):
+        return (max(f.importance for f in facts) >= policy.minimum_importance
+                or len({e for f in facts for e in f.evidence}) >= policy.repeat_threshold)
+
+    feedback = PROMOTABLE.check(reads_evidence)
+    assert not feedback and "evidence (none)" in feedback.message
+
+
+def test_check_layer_reports_stubs_and_passes_the_chapter_pieces():
+    from labmem.scratch import s10 as scratch
+
+    def stub(*args):
+        raise NotImplementedError
+
+    report = s10.check_layer(is_promotable=stub, judge_rivals=stub, resolve=stub)
+    assert report.passed == 4 and len(report.results) == 14
+    assert repr(report).startswith("✗ your workspace memory passes 4 of 14 contracts; "
+                                   "failing:\n")
+    assert "not written yet (stub() raises NotImplementedError)" in repr(report)
+    whole = s10.check_layer(is_promotable=scratch.is_promotable,
+                            judge_rivals=scratch.judge_rivals, resolve=scratch.resolve)
+    assert repr(whole) == "✓ your workspace memory passes all 14 contracts"
