@@ -258,7 +258,10 @@ class Transcript:
         number = event_id[len(prefix):]
         if not number.isdigit() or not 1 <= int(number) <= len(self._records):
             return None
-        return copy.deepcopy(self._records[int(number) - 1])
+        record = self._records[int(number) - 1]
+        if record["event_id"] != event_id:  # "01" or "١" are digits too, but not its id
+            return None
+        return copy.deepcopy(record)
 
     # -- writing -----------------------------------------------------------------
 

@@ -203,7 +203,7 @@ BAD_IMPORTS = [
     ("labmem.recall.store", "from ..cli import main", "never imports a face"),
     ("labmem.scratch", "from labmem.core.text import extract_terms", "from-scratch module"),
     ("labmem.scratch", "from labmem.recall import RecallEngine", "from-scratch module"),
-    ("labmem.core.text", "from labmem.scratch import s09", "the core imports no"),
+    ("labmem.core.text", "from labmem.scratch.s09 import Transcript", "the core imports no"),
 ]
 
 

@@ -1,24 +1,26 @@
 """Checkers for the s09 exercises (transcript evidence).
 
 Three predict exercises (which events can be selected, how many messages a window holds,
-what a reader sees after two crashes) and one build exercise: the learner writes the
-replay fold, :func:`labmem.transcript.replay_window`, and the checker compares it with the
-library's on generated sessions.
+what a reader sees after two crashes) and one build exercise: the learner writes three
+pieces of the chapter's from-scratch transcript (:mod:`labmem.scratch.s09`): reading the
+log, the durable append, the replay fold; :func:`check_layer` puts them into the module
+and runs the layer's contract suite (:mod:`labmem.exercises.suites.s09`) on it.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hypothesis import strategies as st
-
 from labmem.core.clock import SteppingClock
 from labmem.exercises import Feedback, not_answered
-from labmem.exercises.build import BuildExercise
-from labmem.transcript import SELECTABLE_TYPES, Transcript, replay_window
+from labmem.exercises.contracts import ContractReport, assemble
+from labmem.exercises.suites.s09 import SUITE
+from labmem.scratch import s09 as scratch
+from labmem.transcript import SELECTABLE_TYPES, Transcript
 
 EXERCISE_1_TYPES = ("message", "reasoning", "function_call", "function_call_result",
                     "message", "file-history-snapshot", "ai-title")
@@ -131,18 +133,31 @@ def check_after_two_crashes(answer: Sequence[Any] | None) -> Feedback:
     return Feedback(name, False, "next_sequence is one more than the number of events")
 
 
-# -- the build exercise -------------------------------------------------------------------
+# -- building the layer ------------------------------------------------------------------
 
-_ACTIONS = ("user", "assistant", "call", "result", "user", "assistant", "call", "result",
-            "reasoning", "title", "snapshot")
+#: The pieces of the chapter's module the learner writes in Exercise 4, in order.
+PIECES = ("read_log", "append_line", "replay_window")
+
+
+def check_layer(**pieces: Any) -> ContractReport:
+    """Exercise 4: the chapter's from-scratch transcript with the learner's own pieces
+    (``read_log=...``, ``append_line=...``, ``replay_window=...``) put in place of the
+    module's, judged by the whole layer's contract suite. A piece left as ``None`` keeps
+    the module's own version."""
+    unknown = sorted(set(pieces) - set(PIECES))
+    if unknown:
+        raise TypeError(f"check_layer() takes {', '.join(PIECES)}; not {unknown[0]!r}")
+    given = {name: piece for name, piece in pieces.items() if piece is not None}
+    return SUITE.run(assemble(scratch, given), who="your")
 
 
 def session(actions: Iterable[str]) -> list[dict[str, Any]]:
-    """A valid session payload list from a list of action names.
+    """A valid session payload list from a list of action names (``user``, ``assistant``,
+    ``call``, ``result``, ``reasoning``, ``title``, ``snapshot``).
 
     ``call`` opens a new tool call; ``result`` answers the oldest open one (and is skipped
     when none is open), so the tool protocol the transcript enforces always holds. Texts
-    carry the event's 1-based position, so a feedback line says which event is which.
+    carry the event's 1-based position, so a failing case says which event is which.
     """
     events: list[dict[str, Any]] = []
     open_calls: list[str] = []
@@ -168,56 +183,159 @@ def session(actions: Iterable[str]) -> list[dict[str, Any]]:
     return events
 
 
-def _shorthand(event: dict[str, Any]) -> str:
-    kind = event["type"]
-    if kind == "message":
-        return f"{event['role']} {event['content']!r}"
-    if kind == "function_call":
-        return f"call {event['call_id']}"
-    if kind == "function_call_result":
-        return f"result {event['call_id']}"
-    return {"ai-title": "title", "file-history-snapshot": "snapshot"}.get(kind, kind)
+#: Single-function build exercises: none. The replay fold is one of the three pieces of
+#: Exercise 4, judged with the rest of the layer by its contract suite.
+BUILD: tuple = ()
 
 
-def describe_session(args: tuple) -> str:
-    """A counterexample in one line: the events in shorthand, then ``max_items``."""
-    events, max_items = args
-    return f"[{', '.join(_shorthand(e) for e in events)}] with max_items={max_items}"
+# -- from scratch vs the library, measured -------------------------------------------------
+
+def long_session_lines(events: int, session_id: str = "long-1") -> bytes:
+    """``events`` stored lines of a working session (user, call, result, assistant, …),
+    exactly as an append would write them, for measuring without ``events`` fsyncs."""
+    pattern = ("user", "call", "result", "assistant")
+    payloads = session(pattern[n % 4] for n in range(events))
+    lines = []
+    for sequence, payload in enumerate(payloads, start=1):
+        second = f"2026-08-01T{sequence // 3600 % 24:02d}:{sequence // 60 % 60:02d}:" \
+                 f"{sequence % 60:02d}Z"
+        record = scratch.Event(sequence, session_id, second, payload)
+        lines.append(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+    return "".join(lines).encode("utf-8")
 
 
-def _block_form(message: Any) -> Any:
-    """A message with its content as a block list, so that a lone text may be given either
-    as a plain string or as one text block."""
-    if isinstance(message, dict) and isinstance(message.get("content"), str):
-        return {**message, "content": [{"type": "text", "text": message["content"]}]}
-    return message
+class _CountingTranscript(Transcript):
+    """The library's transcript, counting the stored lines it decodes."""
+
+    lines_decoded = 0
+
+    def _decode(self, line: int, obj: dict[str, Any]) -> dict[str, Any]:
+        type(self).lines_decoded += 1
+        return super()._decode(line, obj)
 
 
-def _plain_form(message: Any) -> Any:
-    message = _block_form(message)
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict) \
-            and content[0].get("type") == "text" and set(content[0]) == {"type", "text"}:
-        return {**message, "content": content[0]["text"]}
-    return message
+def measure_work(directory: Path, *, events: int = 10_000, rounds: int = 3,
+                 max_items: int = 50) -> dict[str, dict[str, int]]:
+    """Open a session of ``events`` events, replay it once, then ``rounds`` times append
+    one message and replay the last ``max_items`` messages: the work each implementation
+    does in those rounds, counted (``scratch`` and ``library`` each get their own copy).
+
+    * ``lines parsed``: stored lines decoded in the rounds;
+    * ``bytes read``: bytes read from the file in the rounds;
+    * ``events folded per replay``: events the replay looked at, per ``replay_state``
+      (the module hands every event to ``replay_window``; the library reads its fold back
+      from the last slot until the window is full).
+    """
+    data = long_session_lines(events)
+    counts = {"lines": 0, "folded": 0, "bytes": 0}
+
+    def counting_decode(path: Path, number: int, obj: Any, session_id: str) -> Any:
+        counts["lines"] += 1
+        return scratch.decode_line(path, number, obj, session_id)
+
+    def counting_window(payloads: list[dict[str, Any]], n: int) -> Any:
+        counts["folded"] += len(payloads)
+        return scratch.replay_window(payloads, n)
+
+    original_read = Path.read_bytes
+
+    def counting_read(path: Path) -> bytes:
+        chunk = original_read(path)
+        counts["bytes"] += len(chunk)
+        return chunk
+
+    module = assemble(scratch, {"decode_line": counting_decode,
+                                "replay_window": counting_window})
+    results: dict[str, dict[str, int]] = {}
+    path = Path(directory) / "scratch" / "long-1.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    t = module.Transcript(path, clock=SteppingClock("2026-08-02T00:00:00Z"))
+    t.replay_state(max_items=max_items)
+    counts.update(lines=0, folded=0, bytes=0)
+    Path.read_bytes = counting_read  # type: ignore[method-assign]
+    try:
+        for n in range(rounds):
+            t.append({"type": "message", "role": "user", "content": f"one more {n}"})
+            t.replay_state(max_items=max_items)
+    finally:
+        Path.read_bytes = original_read  # type: ignore[method-assign]
+    results["from scratch"] = {"lines parsed": counts["lines"], "bytes read": counts["bytes"],
+                               "events folded per replay": counts["folded"] // rounds}
+
+    path = Path(directory) / "library" / "long-1.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    library = _CountingTranscript(path, clock=SteppingClock("2026-08-02T00:00:00Z"))
+    library.replay_state(max_items=max_items)
+    _CountingTranscript.lines_decoded = 0
+    read_before = library.bytes_read
+    looked_at = 0
+    for n in range(rounds):
+        library.append({"type": "message", "role": "user", "content": f"one more {n}"})
+        looked_at += _blocks_built(library, max_items)
+    results["library"] = {"lines parsed": _CountingTranscript.lines_decoded,
+                          "bytes read": library.bytes_read - read_before,
+                          "events folded per replay": looked_at // rounds}
+    return results
 
 
-def compare_window(value: Any) -> tuple[list[Any], Any]:
-    """What is compared: the messages (a lone text as a plain string) and ``left_out``."""
-    messages, left_out = value
-    return [_plain_form(m) for m in messages], left_out
+def _blocks_built(transcript: Transcript, max_items: int) -> int:
+    """One ``replay_state`` of the library, counting the content blocks its window builds
+    (one per event the replay looks at)."""
+    from labmem import transcript as module
+
+    built = 0
+    original = module._content_block
+
+    def counting(event: Any) -> dict[str, Any]:
+        nonlocal built
+        built += 1
+        return original(event)
+
+    module._content_block = counting
+    try:
+        transcript.replay_state(max_items=max_items)
+    finally:
+        module._content_block = original
+    return built
 
 
-BUILD = (
-    BuildExercise(
-        chapter="s09",
-        name="replay_window",
-        reference=replay_window,
-        inputs=st.tuples(st.lists(st.sampled_from(_ACTIONS), max_size=9).map(session),
-                         st.integers(min_value=1, max_value=5)),
-        hint="re-read which events become blocks, when blocks of one role merge, and what "
-             "the orphan rule does to the window's first message",
-        project=compare_window,
-        describe=describe_session,
-    ),
+#: payloads the module's validation lets through and the library refuses
+HARD_PAYLOADS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("a lone surrogate in the content",
+     {"type": "message", "role": "user", "content": "half \ud800 a character"}),
+    ("arguments nested 2,000 deep", {"type": "function_call", "call_id": "c1", "name": "ls",
+                                     "arguments": {}}),
+    ("arguments given as a JSON string",
+     {"type": "function_call", "call_id": "c2", "name": "ls", "arguments": '{"dir": "."}'}),
 )
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    root: dict[str, Any] = {}
+    node = root
+    for _ in range(levels):
+        node["a"] = {}
+        node = node["a"]
+    return root
+
+
+def validation_outcomes(directory: Path) -> list[dict[str, str]]:
+    """What each implementation does with :data:`HARD_PAYLOADS`: the error it raises (by
+    class name) or ``stored``."""
+    rows = []
+    for n, (what, payload) in enumerate(HARD_PAYLOADS):
+        if what.startswith("arguments nested"):
+            payload = {**payload, "arguments": _deep(2_000)}
+        row = {"payload": what}
+        for label, make in (("from scratch", scratch.Transcript), ("library", Transcript)):
+            path = Path(directory) / "hard" / label.replace(" ", "-") / f"h-{n}.jsonl"
+            t = make(path, clock=SteppingClock("2026-08-01T00:00:00Z"))
+            try:
+                t.append(payload)
+                row[label] = "stored"
+            except BaseException as exc:  # noqa: B036 — a RecursionError is the point
+                row[label] = type(exc).__name__
+        rows.append(row)
+    return rows

@@ -13,8 +13,13 @@ CHAPTERS = {"s09", "s10", "s11", "s12", "s12b", "s13", "s14 compaction", "s14 MM
             "walkthrough", "case study", "s15"}
 
 
+#: chapters whose build exercise is the whole layer, judged by its contract suite
+#: (labmem.exercises.suites) rather than by a single-function BuildExercise
+LAYER_BUILDS = {"s09", "s11", "s12b"}
+
+
 def test_every_chapter_has_a_build_exercise():
-    assert {exercise.chapter for exercise in EXERCISES} == CHAPTERS
+    assert {exercise.chapter for exercise in EXERCISES} | LAYER_BUILDS == CHAPTERS
     assert len(CHAPTER_MODULES) == len(CHAPTERS)
 
 
