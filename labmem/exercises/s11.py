@@ -1,28 +1,30 @@
 """Checkers for the s11 exercises (user memory: revisions, staleness, expiry).
 
 Three predict exercises (the statuses of a run of writes, the final revision, which keys
-are active at an expiry boundary) and one build exercise: the learner writes the revision
-decision, :func:`labmem.user.preference_write_status`, and the checker compares it with the
-library's on generated stored states and writes.
+are active at an expiry boundary) and one build exercise: the learner rebuilds three pieces
+of the chapter's from-scratch user memory (:mod:`labmem.scratch.s11`) — the revision
+decision ``write_status``, the ``fold`` of the revision log into the state, and the locked
+read-modify-write ``UserMemory.write`` — and :func:`check_layer` runs the layer's contract
+suite (:mod:`labmem.exercises.suites.s11`) on the layer assembled from them.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from hypothesis import strategies as st
 
 from labmem.core.clock import FixedClock, parse_timestamp
 from labmem.exercises import Feedback, not_answered
-from labmem.exercises.build import BuildExercise
+from labmem.exercises.contracts import ContractReport, assemble
 from labmem.user import (
     Preference,
     StalePreferenceUpdateError,
     UserMemory,
     is_active,
-    preference_write_status,
 )
 
 T0 = parse_timestamp("2026-08-01T00:00:00Z", field="T0")
@@ -138,7 +140,7 @@ def check_active_keys(answer: Sequence[str] | None) -> Feedback:
                                  "expires_at with as_of")
 
 
-# -- the build exercise -------------------------------------------------------------------
+# -- generated writes: the from-scratch decision is held equal to the library's on these --
 
 _TIMES = st.integers(min_value=0, max_value=4).map(lambda h: T0 + timedelta(hours=h))
 _VALUES = st.sampled_from(("dark", "light"))
@@ -184,14 +186,28 @@ def describe_write(args: tuple) -> str:
     return f"{before}, then {write}"
 
 
-BUILD = (
-    BuildExercise(
-        chapter="s11",
-        name="preference_write_status",
-        reference=preference_write_status,
-        inputs=WRITE_INPUTS,
-        hint="ask the two questions of the revision ledger in its order — same state? "
-             "then later? — and remember that a tombstone is a stored revision too",
-        describe=describe_write,
-    ),
-)
+
+# -- the build exercise: the learner's own layer, judged by the contract suite -----------
+
+#: The pieces of :mod:`labmem.scratch.s11` the learner writes, by the name they replace.
+PIECES = ("write_status", "fold", "UserMemory.write")
+
+
+def check_layer(*, write_status: Callable[..., str] | None = None,
+                fold: Callable[..., dict] | None = None,
+                write: Callable[..., Any] | None = None) -> ContractReport:
+    """Put the learner's pieces into a fresh copy of the from-scratch module and run the
+    user memory contract suite on it; the report names each broken contract's smallest
+    case (or says a piece is not written yet). A piece left out (``None``) stays the
+    chapter's own."""
+    from labmem.exercises.suites.s11 import SUITE, layer_of
+    from labmem.scratch import s11
+
+    pieces = {"write_status": write_status, "fold": fold, "UserMemory.write": write}
+    yours = assemble(s11, {name: f for name, f in pieces.items() if f is not None})
+    return SUITE.run(layer_of(yours, name="yours"))
+
+
+#: Every chapter's build exercises are listed here; s11's is :func:`check_layer` (a contract
+#: suite, not a single-function checker), so this chapter adds none.
+BUILD: tuple = ()
