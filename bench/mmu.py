@@ -75,7 +75,7 @@ from labmem.mmu import (
     FileMemoryService,
     encode_line,
     factor_score,
-    rank_key,
+    page_rank_key,
 )
 from labmem.mmu.snapshot import snapshot_path
 
@@ -136,7 +136,7 @@ class NaiveMMU(ContextMMU):
             if page.scope not in allowed or not self.admit(page, now):
                 continue
             factors = self.factors(page, query_terms, matches.get(record_id, 0), scope, now)
-            scored.append((rank_key(factor_score(factors, self.weights), record_id), factors))
+            scored.append((page_rank_key(factor_score(factors, self.weights), record_id), factors))
         self.scored += len(scored)
         scored = self.one_claim_per_origin(scored)
         scored.sort(key=lambda row: row[0])
@@ -153,7 +153,7 @@ class InsertionSortMMU(ContextMMU):
             if page.scope not in allowed or not self.admit(page, now):
                 continue
             factors = self.factors(page, query_terms, matches.get(record_id, 0), scope, now)
-            row = (rank_key(factor_score(factors, self.weights), record_id), factors)
+            row = (page_rank_key(factor_score(factors, self.weights), record_id), factors)
             j = len(rows)
             rows.append(row)
             while j > 0 and rows[j - 1][0] > row[0]:

@@ -3,6 +3,11 @@
 ``ranked`` is what a system returned, best first; ``gold`` is what it should have
 returned. Recall chapters (s12b, LoCoMo) and the Context MMU (s14) both measure with
 these, so "recall@5" means the same thing wherever a learner meets it.
+
+One rule for an empty ``gold``: every metric refuses it (:class:`InvalidInputError` naming
+``gold``). Recall@k of a query with nothing relevant would be 0/0; calling it 1.0 ("nothing
+was missed") would lift a mean for free, and 0.0 would sink it. A labeled set leaves such
+queries out and counts them apart (both labeled-set readers refuse them when they load).
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
 """Checkers for the s12 exercises (remote memory and recall).
 
-Three predict exercises (a query's terms, a score by hand, a ranking with ties) and one
-build exercise: the learner writes the stage-4 sort key and the checker sorts generated,
-tie-heavy lists with it and with :func:`labmem.recall.rank_key`, and compares the orders.
+Three predict exercises (a query's terms, a score by hand, a ranking with ties) and the
+layer build: the learner rewrites three pieces of the from-scratch module
+(:mod:`labmem.scratch.s12`: stage 2's ``build_recall_candidates``, stage 3's
+``score_recall_candidate`` and stage 4's ``rank_key``); :func:`check_layer` puts them in a
+fresh copy of the module and runs the layer's contract suite
+(:mod:`labmem.exercises.suites.s12`) on it. ``BUILD`` keeps the single-function rank-key
+checker (300 tie-heavy generated lists against :func:`labmem.recall.rank_key`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from labmem.core.clock import format_timestamp, parse_timestamp
 from labmem.core.text import extract_terms
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
+from labmem.exercises.contracts import ContractReport, assemble
 from labmem.recall import (
     LEXICAL_WEIGHT,
     RECENCY_WEIGHT,
@@ -255,3 +260,19 @@ BUILD = (
         describe=_describe_scored,
     ),
 )
+
+
+#: The pieces of the from-scratch module the learner writes, in the order the chapter does.
+PIECES = ("build_recall_candidates", "score_recall_candidate", "rank_key")
+
+
+def check_layer(**pieces: Callable) -> ContractReport:
+    """Exercise 4: the learner's pieces in a fresh copy of :mod:`labmem.scratch.s12`,
+    judged by every contract of the layer (``check_layer(rank_key=my_rank_key, ...)``)."""
+    from labmem.exercises.suites import s12 as suite
+    from labmem.scratch import s12 as scratch
+
+    unknown = sorted(set(pieces) - set(PIECES))
+    if unknown:
+        raise ValueError(f"no piece named {unknown}; the pieces are {list(PIECES)}")
+    return suite.SUITE.run(suite.layer_of(assemble(scratch, pieces)), who="your")

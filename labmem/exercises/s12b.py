@@ -1,31 +1,27 @@
-"""Checkers for the s12b exercises (engineering a ranker).
+"""Checkers for the s12b exercises (choosing a ranker).
 
 Three predict exercises (an idf by hand, saturation, which of the four scorers survive a
-shorter question) and one build exercise: the learner writes one BM25 term weight and the checker
-compares it with :func:`labmem.recall.bm25_term_weight` — the function both the exact
-``explain`` and the vectorized ``estimate`` of the BM25 scorers use — on generated inputs.
+shorter question) and the layer build: the learner rewrites three pieces of the
+from-scratch module (:mod:`labmem.scratch.s12b`: the analyzer's ``Analyzer.term``, the
+index's ``build_index`` and BM25's ``bm25_term_weight``); :func:`check_layer` puts them in
+a fresh copy of the module and runs the layer's contract suite
+(:mod:`labmem.exercises.suites.s12b`) on it. ``BUILD`` is empty: the single-function BM25
+term-weight checker this chapter had is now one contract of that suite.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
-
-from hypothesis import strategies as st
+from collections.abc import Callable
 
 from labmem.exercises import Feedback, not_answered
-from labmem.exercises.build import BuildExercise
-from labmem.recall import (
-    BM25_B,
-    BM25_K1,
-    SCORE_DECIMALS,
-    SCORER_NAMES,
-    Bm25Scorer,
-    bm25_idf,
-    bm25_term_weight,
-)
+from labmem.exercises.contracts import ContractReport, assemble
+from labmem.exercises.suites.s12b import SUITE, ScratchLayer
+from labmem.recall import SCORER_NAMES, Bm25Scorer, bm25_idf
 
 EXERCISE_1 = {"searched_records": 40, "document_frequency": 3}
+IDF_TOLERANCE = 1e-4  # an answer within 0.0001 of the idf is right (4 decimals suffice)
 EXERCISE_2_SHARE = 0.9
 EXERCISE_3_QUERY = "what did we decide about the Idempotency-Key"  # q02 without "header"
 EXERCISE_3_GOLD = "api-idempotency"
@@ -44,12 +40,13 @@ def check_idf(answer: float | None) -> Feedback:
         return Feedback(name, False, f"expected a number, got {type(answer).__name__}")
     n, df = EXERCISE_1["searched_records"], EXERCISE_1["document_frequency"]
     expected = bm25_idf(df, n)
-    if abs(answer - expected) <= 1e-4:
+    if abs(answer - expected) <= IDF_TOLERANCE:
         return Feedback(name, True, f"ln(1 + (40 − 3 + 0.5) / (3 + 0.5)) = {expected:.4f}")
-    if abs(answer - math.log(n / df)) <= 1e-4:
+    if abs(answer - math.log(n / df)) <= IDF_TOLERANCE:
         return Feedback(name, False, "that is the textbook ln(N/df); BM25's idf adds ½ "
                                      "to both counts and 1 inside the log")
-    return Feedback(name, False, "idf = ln(1 + (N − df + 0.5) / (df + 0.5)) with N = 40, df = 3")
+    return Feedback(name, False, "idf = ln(1 + (N − df + 0.5) / (df + 0.5)) with N = 40, df = 3 "
+                                 "(answers within 0.0001 count)")
 
 
 def saturation_count(share: float = EXERCISE_2_SHARE, k1: float = Bm25Scorer.k1) -> int:
@@ -123,45 +120,20 @@ def check_winners(answer) -> Feedback:
                                  "the record that came second for the full question")
 
 
-# -- build exercise: one BM25 term weight ------------------------------------------------
+# -- the layer build: analyzer, index and BM25 -------------------------------------------
+
+PIECES = ("Analyzer.term", "build_index", "bm25_term_weight")
 
 
-@st.composite
-def term_weight_arguments(draw) -> tuple:
-    """(count, document_frequency, searched_records, length, average_length, k1, b), as a
-    real collection could produce them: 1 ≤ df ≤ N, count ≤ length, average length > 0."""
-    searched = draw(st.integers(1, 60))
-    document_frequency = draw(st.integers(1, searched))
-    count = draw(st.integers(1, 12))
-    length = draw(st.integers(count, count + 80))
-    average_length = draw(st.integers(4, 400)) / 4
-    k1 = draw(st.sampled_from((BM25_K1, 0.0, 0.5, 2.0)))  # defaults first: they shrink there
-    b = draw(st.sampled_from((BM25_B, 0.0, 0.5, 1.0)))
-    return (count, document_frequency, searched, length, average_length, k1, b)
+def check_layer(*, analyzer_term: Callable, build_index: Callable,
+                bm25_term_weight: Callable) -> ContractReport:
+    """Your three pieces in a fresh copy of :mod:`labmem.scratch.s12b`, judged by the
+    layer's contract suite: one line per contract that fails, with its smallest case."""
+    import labmem.scratch.s12b as module
+
+    layer = assemble(module, {"Analyzer.term": analyzer_term, "build_index": build_index,
+                              "bm25_term_weight": bm25_term_weight})
+    return SUITE.run(ScratchLayer(layer))
 
 
-_ARGUMENT_NAMES = ("count", "document_frequency", "searched_records", "length",
-                   "average_length", "k1", "b")
-
-
-def _describe_weight_arguments(args: tuple) -> str:
-    return ", ".join(f"{name}={value}" for name, value in zip(_ARGUMENT_NAMES, args, strict=True))
-
-
-def _as_shown(value) -> float:
-    """A weight as the breakdown shows it: a float rounded to SCORE_DECIMALS places."""
-    return round(float(value), SCORE_DECIMALS)
-
-
-BUILD = (
-    BuildExercise(
-        chapter="s12b",
-        name="one BM25 term weight",
-        reference=bm25_term_weight,
-        inputs=term_weight_arguments(),
-        hint="compare each factor with the chapter's 'BM25, one term at a time' formula: "
-             "the idf's ½s and 1 +, the (k1 + 1) on top, and |d|/avgdl scaled by b below",
-        project=_as_shown,
-        describe=_describe_weight_arguments,
-    ),
-)
+BUILD: tuple = ()

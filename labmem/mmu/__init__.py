@@ -41,7 +41,7 @@ from labmem.mmu.evaluation import (
     recall_at_k,
     remember_rows,
 )
-from labmem.mmu.index import TermIndex
+from labmem.mmu.index import KeyedTermIndex
 from labmem.mmu.logline import encode_line
 from labmem.mmu.mmu import (
     GLOBAL_SCOPE,
@@ -84,11 +84,11 @@ from labmem.mmu.scoring import (
     FactorWeights,
     contributions,
     factor_score,
-    rank_key,
+    page_rank_key,
     recency,
     relevance,
 )
-from labmem.mmu.service import FileMemoryService, MemoryService, QueryExplanation, RecallHit
+from labmem.mmu.service import FileMemoryService, MemoryService, QueryExplanation, ServiceHit
 from labmem.mmu.trace import (
     Exclusion,
     RecallTrace,
@@ -103,9 +103,9 @@ __all__ = [
     "ContextMMU", "FactorWeights", "Factors", "FileMemoryService", "Ledger", "LedgerError",
     "Level", "MemoryCorruptionError", "MemoryRecord", "MemoryScopeError", "MemoryService",
     "MemoryServiceError", "MemoryValidationError", "MmuError", "MmuValidationError", "Page",
-    "RecallHit", "RecallTrace", "RecordNotFoundError", "RepresentationCache", "Residency",
+    "ServiceHit", "RecallTrace", "RecordNotFoundError", "RepresentationCache", "Residency",
     "ServiceClosedError", "UnsupportedOperationError", "WriteGateError", "content_hash",
-    "factor_score", "query_hash", "rank_key", "recency", "relevance",
+    "factor_score", "query_hash", "page_rank_key", "recency", "relevance",
     "LossRow", "churn", "information_loss", "load_json", "precision_at_k", "recall_at_k",
     "REASON_NO_ROOM", "REASON_TOO_LARGE", "derive_l0", "derive_l1", "derive_l2", "tokens_of",
     "ResidentPage", "choose_evictions",
@@ -114,5 +114,5 @@ __all__ = [
     "Exclusion", "ReplayCheck", "ReplayRow", "StaleHit",
     "PARTS", "RequestLedger", "plan_request", "tool_tokens",
     "needs_full_text", "EvaluationReport", "LabeledQuery", "QueryScore", "evaluate",
-    "remember_rows", "TermIndex", "encode_line", "record_id_of",
+    "remember_rows", "KeyedTermIndex", "encode_line", "record_id_of",
 ]

@@ -1,8 +1,9 @@
 """Measuring a recall: did the right pages get loaded, and at a level that keeps the facts?
 
 * :func:`recall_at_k` / :func:`precision_at_k` — over the *loaded working set* (HOT then
-  WARM, best first), against the labeled relevant ids of a query (the shared definitions
-  of :mod:`labmem.core.metrics`, plus the MMU's convention for a query with no relevant ids).
+  WARM, best first), against the labeled relevant ids of a query: the shared definitions of
+  :mod:`labmem.core.metrics` themselves, so a query with no relevant ids is refused here as
+  everywhere (a :class:`LabeledQuery` cannot be built without one).
 * :func:`information_loss` — for records whose decisive detail is a negation, a number, a
   condition or an exception: is the detail still in L1, or must the page go to L2 before
   anyone decides on it?
@@ -21,9 +22,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from labmem.core import metrics
 from labmem.core.clock import parse_timestamp
 from labmem.core.errors import validated_as
+from labmem.core.metrics import precision_at_k, recall_at_k
 from labmem.core.text import normalize_text
 from labmem.core.validation import parse_json, require_int
 from labmem.mmu.errors import MmuValidationError
@@ -33,18 +34,6 @@ from labmem.mmu.records import MemoryRecord
 
 def _require_k(k: int) -> int:
     return validated_as(MmuValidationError, require_int, k, "k", minimum=1)
-
-
-def recall_at_k(loaded: Sequence[str], relevant: Sequence[str], k: int) -> float:
-    """Share of the relevant ids found among the first ``k`` loaded; 1.0 if none are relevant."""
-    _require_k(k)
-    return metrics.recall_at_k(loaded, relevant, k) if relevant else 1.0
-
-
-def precision_at_k(loaded: Sequence[str], relevant: Sequence[str], k: int) -> float:
-    """Relevant ids among the first ``k`` loaded, divided by ``k``; 0.0 when none is relevant."""
-    _require_k(k)
-    return metrics.precision_at_k(loaded, relevant, k) if relevant else 0.0
 
 
 def load_json(path: str | Path) -> Any:
@@ -123,6 +112,13 @@ class LabeledQuery:
     relevant: tuple[str, ...]
     must_not_load: tuple[str, ...]
     at: datetime
+
+    def __post_init__(self) -> None:
+        if not self.relevant:
+            raise MmuValidationError(
+                "relevant", f"query {self.query!r} names no relevant record",
+                "label at least one record it should load; recall@k and precision@k are "
+                "not defined for a query with nothing relevant (count such queries apart)")
 
     @classmethod
     def from_row(cls, row: dict[str, Any], ids: dict[str, str]) -> LabeledQuery:

@@ -13,8 +13,15 @@ and a service that is never queried never tokenizes.
 A service restored from its fold snapshot (:mod:`labmem.mmu.snapshot`) starts from
 :class:`BasePostings` — the snapshot's postings, memory-mapped ``int32`` arrays of record
 rows, one live document per row — and keeps the documents written after it in the
-in-memory lists above; a write to a record retires its base document. :meth:`TermIndex.export`
-writes both back as one set of arrays, live documents only.
+in-memory lists above; a write to a record retires its base document.
+:meth:`KeyedTermIndex.export` writes both back as one set of arrays, live documents only.
+
+Why not the recall engine's :class:`labmem.recall.index.TermIndex` (which the JSONL and the
+SQLite recall indexes both implement): that one serves BM25 over an append-only store, so
+it answers by record *position* with counts, lengths and corpus totals, and a record never
+changes. This one is keyed by record id, its documents are revised and retired, and the
+MMU asks only how many query terms each live record holds. Sharing one protocol would
+mean giving one of them methods it has no use for.
 """
 
 from __future__ import annotations
@@ -92,7 +99,7 @@ class BasePostings:
         return terms, term_of[keep], np.asarray(self.postings[keep], dtype=np.int64)
 
 
-class TermIndex:
+class KeyedTermIndex:
     """term → ascending integer document ids; one live document per key (a record id).
 
     ``text_of(key)`` gives a key's current searchable text; it is asked only when the

@@ -52,7 +52,7 @@ from labmem.mmu.scoring import (
     FactorWeights,
     clamp01,
     factor_score,
-    rank_key,
+    page_rank_key,
     recency,
     relevance,
 )
@@ -451,7 +451,7 @@ class ContextMMU:
                 continue  # status is a filter too: stale claims are never candidates
             factors = self.factors(page, query_terms, matched, scope, now)
             score = factor_score(factors, self.weights)
-            scored.append((rank_key(score, record_id), factors))
+            scored.append((page_rank_key(score, record_id), factors))
         self.scored += len(scored)
         scored = self.one_claim_per_origin(scored)
         return heapq.nsmallest(self.candidate_limit, scored, key=lambda row: row[0])

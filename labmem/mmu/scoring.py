@@ -127,6 +127,7 @@ def factor_score(factors: Factors, weights: FactorWeights) -> float:
     return round(clamp01(sum(contributions(factors, weights).values())), SCORE_DECIMALS)
 
 
-def rank_key(score: float, record_id: str) -> tuple[float, str]:
-    """Sort key for "best first": higher score, then smaller record id."""
+def page_rank_key(score: float, record_id: str) -> tuple[float, str]:
+    """Sort key for a page or a service hit, "best first": higher score, then smaller
+    record id (a recall hit has its own, :func:`labmem.recall.rank_key`)."""
     return (-score, record_id)

@@ -12,7 +12,7 @@ line is a record's full new state; the last line per id wins), folds it on open,
 follows it afterwards, so records survive a restart and other processes' writes are seen.
 Each line ends in a CRC-32 of its own bytes (:mod:`labmem.mmu.logline`): a record is
 validated when it is written, and replay takes a line the checksum vouches for as it is.
-The service owns the one term index (:class:`~labmem.mmu.index.TermIndex`, integer
+The service owns the one term index (:class:`~labmem.mmu.index.KeyedTermIndex`, integer
 document ids) that its ``recall_query`` and the Context MMU both search.
 
 Opening does not fold the whole log when it need not: a fold snapshot beside it
@@ -53,7 +53,7 @@ from labmem.mmu.errors import (
     ServiceClosedError,
     UnsupportedOperationError,
 )
-from labmem.mmu.index import TermIndex, paused_gc
+from labmem.mmu.index import KeyedTermIndex, paused_gc
 from labmem.mmu.logline import CHECKSUM_FIELD, checksum_state, encode_line
 from labmem.mmu.records import (
     CURRENT_STATUSES,
@@ -153,7 +153,7 @@ class RecordLog(JsonlLog):
 
 
 @dataclass(frozen=True)
-class RecallHit:
+class ServiceHit:
     """One ranked answer of :meth:`MemoryService.recall_query` (a view, never written back)."""
 
     record: MemoryRecord
@@ -166,7 +166,7 @@ class QueryExplanation:
     """:meth:`FileMemoryService.explain_query`: the hits, and every matching record of the
     caller's scope that was left out, with the reason."""
 
-    hits: tuple[RecallHit, ...]
+    hits: tuple[ServiceHit, ...]
     excluded: tuple[Exclusion, ...]
 
 
@@ -184,7 +184,7 @@ class MemoryService(Protocol):
     def recall_key(self, record_id: str, *, scope: str) -> MemoryRecord: ...
 
     def recall_query(self, query: str, k: int, *, scope: str,
-                     memory_type: str | None = None) -> tuple[RecallHit, ...]: ...
+                     memory_type: str | None = None) -> tuple[ServiceHit, ...]: ...
 
     def stats(self) -> dict[str, Any]: ...
 
@@ -287,7 +287,7 @@ class FileMemoryService:
         # (scope, origin_key) -> {normalized text: id} of pending lower-ranked claims
         self._pending: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
         # the visible records' title + text, tokenized on the first query; the MMU uses it
-        self.index = TermIndex(self._searchable_text)
+        self.index = KeyedTermIndex(self._searchable_text)
         self._history: list[str] = []  # record id written by each log line, in order
         if self.snapshot_lines is not None:
             self._restore()
@@ -306,7 +306,7 @@ class FileMemoryService:
                                                           fold.history)
         self._source = fold.source
         self._deferred_claims = fold.claims
-        self.index = TermIndex(self._searchable_text, base=fold.index)
+        self.index = KeyedTermIndex(self._searchable_text, base=fold.index)
         self.snapshot_state = "loaded"
 
     def _restore_claims(self) -> None:
@@ -625,7 +625,7 @@ class FileMemoryService:
         return self._visible(record_id, scope)
 
     def recall_query(self, query: str, k: int, *, scope: str,
-                     memory_type: str | None = None) -> tuple[RecallHit, ...]:
+                     memory_type: str | None = None) -> tuple[ServiceHit, ...]:
         """Top ``k`` current records of ``scope`` by query-term coverage (ties: record id)."""
         return self.explain_query(query, k, scope=scope, memory_type=memory_type).hits
 
@@ -674,7 +674,7 @@ class FileMemoryService:
         for neg_score, record_id in heapq.nsmallest(k, rows):
             record = self._get(record_id)
             record_terms = set(extract_terms(record.title + "\n" + record.text))
-            out.append(RecallHit(record, -neg_score,
+            out.append(ServiceHit(record, -neg_score,
                                  tuple(t for t in terms if t in record_terms)))
         return QueryExplanation(tuple(out), tuple(sorted(excluded)))
 

@@ -88,7 +88,7 @@ from labmem.core.arrayfile import (
 )
 from labmem.core.validation import may_nest_deeper_than, parse_json
 from labmem.mmu.errors import MemoryCorruptionError, MemoryValidationError
-from labmem.mmu.index import BasePostings, TermIndex
+from labmem.mmu.index import BasePostings, KeyedTermIndex
 from labmem.mmu.records import (
     CURRENT_STATUSES,
     MEMORY_TYPES,
@@ -451,7 +451,7 @@ def _tables_problem(rows: Mapping[str, np.ndarray], arrays: Mapping[str, np.ndar
 def write_fold(log_path: str | os.PathLike[str], *, identity: tuple[int, int],
                covered_bytes: int, covered_crc32: int, history: list[str], starts: list[int],
                records: Mapping[str, MemoryRecord | int], source: LineSource | None,
-               tombstones: Mapping[str, Tombstone], claims: bytes, index: TermIndex,
+               tombstones: Mapping[str, Tombstone], claims: bytes, index: KeyedTermIndex,
                still_valid: Callable[[], bool]) -> bool:
     """Write the snapshot of a fold covering ``history`` (one record id per log line, the
     lines starting at ``starts``); ``True`` once it replaced the old one. A record given

@@ -4,14 +4,20 @@ Modules, in the order the data flows::
 
     store         RemoteMemoryStore: scoped, source-bearing records in one JSONL log
     sqlite_store  SqliteMemoryStore: the same contract over SQLite, postings in one transaction
-    index         the inverted index the engine reads (in memory for JSONL, SQLite's own table)
+    pipeline      the five stages: normalize → candidate → score → stable rank → render,
+                  and RecallEngine, which runs stage 1 and hands stages 2–4 to a backend:
+    reference       the reference backend: every record read, one candidate at a time
+    packed          the fast backend: packed postings, every candidate estimated at once
+    index         the inverted index the fast backend reads (in memory for JSONL, SQLite's
+                  own table)
+    protocols     what an index or a scorer may offer the fast backend, one trick each
+    pruning       MaxScore: skip the terms that cannot change the top (fast backend only)
     sidecar       the JSONL index persisted beside its records file, validated before use
     scorers       teaching, BM25 and hybrid scorers, each with an exact ``explain``
     analyzers     plain terms, or English stop words + Snowball stems, over the same index
     fields        a record's thread, neighbours, title and date words (in memory)
-    contextual    the contextual BM25: weighted fields, neighbours, a thread score
-    pipeline      the five stages: normalize → candidate → score → stable rank → render,
-                  and RecallEngine, which runs them over a store's index
+    contextual    the contextual BM25: weighted fields, neighbours, a thread score; its
+                  formula also written plainly, one record at a time (the reference)
     evaluation    a labeled recall set, recall@k / MRR, tune and test splits
     tool          the ``recall_history`` tool an agent calls, and the default store
 

@@ -223,7 +223,7 @@ class PackedGroups:
     the analyzed terms, and every group's surface terms (sorted) one group after the
     other, ``ends[i]`` past group ``i``'s last. What an index keeps beside its sidecar
     (:meth:`~labmem.recall.index.InMemoryTermIndex.analyzed_groups`): a new process reads
-    the arrays instead of decoding a ``dict`` of lists (7.8 MiB at 100,000 records)."""
+    the arrays instead of decoding a ``dict`` of lists (bench/results/recall_design_notes.md)."""
 
     terms: PackedStrings
     surfaces: PackedStrings

@@ -19,13 +19,15 @@ For a query term *t* and a record *d*, the weighted frequency is
 records whose weighted document contains *t*. A thread-level score is added: the thread's
 own text (all its records) scored as one BM25 document among the threads, times
 ``thread``. The breakdown (:class:`ContextualBreakdown`) shows every one of these numbers,
-term by term and field by field, and its parts add up to the score.
+term by term and field by field, and its parts add up to the score. The formula is
+written out plainly, one record at a time, at the end of this module
+(:func:`contextual_score`, :func:`rank_contextual_reference`): that is the specification.
 
 A query is computed only where it can count, never as terms × records matrices: a term's
 candidates are the records with a posting for it (the index counts a title with the
 text), the records whose date has it, and the neighbours of those whose own text has it;
 a thread's total comes from the same postings. Hits, order and breakdowns are the ones the
-dense computation gives, bit for bit (a property test keeps it as the reference); an
+plain one gives, bit for bit (a property test holds them equal); an
 estimate adds its terms one by one in term order, where numpy's column sum of a matrix not
 laid out by rows adds pairwise — a last-bit difference the shortlist's tolerance absorbs.
 Memory stays near what the index itself holds: terms are scored a few at a time — rare
@@ -44,6 +46,7 @@ from __future__ import annotations
 import functools
 import itertools
 import weakref
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -54,8 +57,20 @@ import numpy as np
 
 from labmem.core.errors import InvalidInputError
 from labmem.recall.analyzers import AnalyzedIndex, Analyzer, QueryWord, resolve_analyzer
-from labmem.recall.fields import ContextArrays, RecordContext, record_context, thread_of
-from labmem.recall.index import TermIndex, distinct, distinct_groups, union_sorted
+from labmem.recall.fields import (
+    ContextArrays,
+    RecordContext,
+    date_words,
+    record_context,
+    thread_of,
+)
+from labmem.recall.index import (
+    TermIndex,
+    distinct,
+    distinct_groups,
+    record_terms,
+    union_sorted,
+)
 from labmem.recall.pipeline import (
     EMPTY_NO_MATCHING_TERMS,
     RecallHit,
@@ -63,10 +78,10 @@ from labmem.recall.pipeline import (
     RecallResult,
     RecallScope,
     order_key,
-    shortlist,
     snippet_of,
 )
-from labmem.recall.pruning import SEARCH_RATIO, lookup_postings
+from labmem.recall.protocols import LendsPostings, NamesPositions, RanksIndex, offers
+from labmem.recall.pruning import SEARCH_RATIO, lookup_postings, shortlist
 from labmem.recall.scorers import (
     BM25_B,
     BM25_K1,
@@ -77,10 +92,12 @@ from labmem.recall.scorers import (
     bm25_idf,
     register_scorer,
 )
-from labmem.recall.store import RemoteMemoryScopeError, StoredMemory
+from labmem.recall.store import MemoryKind, RemoteMemoryScopeError, StoredMemory
 
 __all__ = ["ContextualScorer", "ContextualBreakdown", "ContextualTermPart", "ThreadBonus",
-           "FIELDS", "EMPTY_ONLY_STOP_WORDS", "ablation_ladder"]
+           "FIELDS", "EMPTY_ONLY_STOP_WORDS", "ablation_ladder", "ContextualDocument",
+           "contextual_documents", "contextual_tf", "contextual_score",
+           "rank_contextual_reference"]
 
 FIELDS = ("own", "title", "date", "previous", "next")
 EMPTY_ONLY_STOP_WORDS = "only_stop_words"
@@ -388,10 +405,10 @@ def _in_date(counts: _TermCounts, width: int) -> np.ndarray:
 
 def _surface_lists(index: TermIndex) -> Callable[[str], tuple[np.ndarray, np.ndarray]]:
     """(positions, counts) of one surface term: the index's own arrays when it lends them
-    (``term_postings``: no copy, no per-record columns gathered), else from its postings."""
-    lend = getattr(index, "term_postings", None)
-    if lend is not None:
-        return lend
+    (:class:`~labmem.recall.protocols.LendsPostings`: no copy, no per-record columns
+    gathered), else from its postings."""
+    if offers(index, LendsPostings):
+        return index.term_postings
 
     def lists(surface: str) -> tuple[np.ndarray, np.ndarray]:
         postings = index.postings(surface)
@@ -631,7 +648,7 @@ def _in_scope(record: StoredMemory, query: RecallQuery) -> StoredMemory:
 
 @register_scorer
 @dataclass(frozen=True)
-class ContextualScorer(Scorer):
+class ContextualScorer(Scorer, RanksIndex):
     """BM25 with weighted fields (own text, title, date, neighbours) plus a thread score.
 
     ``analyzer`` is ``"english"`` (stop words and stems), ``"plain"`` or an
@@ -699,7 +716,7 @@ class ContextualScorer(Scorer):
         columns = self._columns(scored, listed)
         # Ties are broken by capture time and memory id. An index that knows a position's
         # id (the JSONL one) spares decoding every tied record: only the top ones are read.
-        id_at = getattr(index, "memory_id", None)
+        id_at = index.memory_id if offers(index, NamesPositions) else None
         captured = scored.arrays.captured_at[listed].tolist()
         keyed = []
         exact = self._exact_totals(columns)
@@ -1200,3 +1217,127 @@ def ablation_ladder() -> tuple[tuple[str, ContextualScorer], ...]:
         previous=final.previous, next=final.next)
     add(f"+ thread score × {final.thread:g}", thread=final.thread)
     return tuple(steps)
+
+
+# -- the formula, plainly: one record at a time, from the records alone ------------------
+#
+# What follows is the specification the vectorized evaluator above is held equal to
+# (``tests/recall/test_contextual.py`` compares them on generated stores): no index, no
+# arrays, every number computed from the records by the formula in the module docstring —
+# slow on purpose (every idf is recounted per record), so that each line is the formula.
+
+
+@dataclass(frozen=True)
+class ContextualDocument:
+    """One conversation record as the contextual scorer reads it: its analyzed fields,
+    its length (what ``b`` normalizes by), its thread and its neighbours in that thread."""
+
+    memory_id: str
+    captured_seconds: float
+    thread: str
+    own: Mapping[str, int]  # analyzed terms of summary + content
+    title: Mapping[str, int]  # of the source title
+    date: Mapping[str, int]  # of the capture date in words (fields.date_words)
+    length: int  # all its plain terms (record_terms), as BM25 counts a document
+    previous: int | None  # index of the thread's record before it, among the documents
+    next: int | None
+
+
+def contextual_documents(records: list[StoredMemory],
+                         analyzer: Analyzer) -> list[ContextualDocument]:
+    """The conversation records of ``records``, in order, with their threads linked."""
+    conversation = [r for r in records if r.kind is MemoryKind.CONVERSATION]
+    members: dict[str, list[int]] = {}
+    for at, record in enumerate(conversation):
+        members.setdefault(thread_of(record.source.source_id), []).append(at)
+    before: dict[int, int | None] = {}
+    after: dict[int, int | None] = {}
+    for chain in members.values():
+        for i, at in enumerate(chain):
+            before[at] = chain[i - 1] if i else None
+            after[at] = chain[i + 1] if i + 1 < len(chain) else None
+    return [ContextualDocument(
+        memory_id=r.memory_id, captured_seconds=r.source.captured_at.timestamp(),
+        thread=thread_of(r.source.source_id),
+        own=Counter(analyzer.terms(r.summary + "\n" + r.content)),
+        title=Counter(analyzer.terms(r.source.title)),
+        date=Counter(analyzer.terms(date_words(r.source.captured_at))),
+        length=sum(record_terms(r).values()), previous=before[at], next=after[at],
+    ) for at, r in enumerate(conversation)]
+
+
+def contextual_tf(documents: list[ContextualDocument], at: int, term: str,
+                  scorer: ContextualScorer) -> float:
+    """``tf(t, d) = Σ_f w_f · tf_f(t, d)`` over the fields own, title, date, previous and
+    next (a neighbour's field is that neighbour's own text; none: 0)."""
+    d = documents[at]
+    counts = {"own": d.own.get(term, 0), "title": d.title.get(term, 0),
+              "date": d.date.get(term, 0),
+              "previous": 0 if d.previous is None else documents[d.previous].own.get(term, 0),
+              "next": 0 if d.next is None else documents[d.next].own.get(term, 0)}
+    return sum(getattr(scorer, name) * count for name, count in counts.items())
+
+
+def contextual_score(documents: list[ContextualDocument], at: int, terms: list[str],
+                     scorer: ContextualScorer) -> tuple[float, float] | None:
+    """(total, coverage) of document ``at`` for the analyzed query ``terms``; ``None``
+    when no term has a weighted count in it (it is not a candidate).
+
+    * term part: ``idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avg|d|))``, where
+      ``idf`` (:func:`~labmem.recall.scorers.bm25_idf`) counts the documents whose
+      weighted ``tf`` is positive;
+    * thread bonus: ``thread · Σ_t idf_threads(t) · x·(k1 + 1) / (x + k1)``, ``x`` = the
+      term's count in the own text of all the thread's records, ``idf_threads`` counting
+      the threads that hold it (no length normalization at thread level);
+    * ``total`` = round(Σ term parts) + round(bonus), every part rounded to 6 places as
+      the breakdown shows it; ``coverage`` = matched terms ÷ query terms.
+    """
+    n = len(documents)
+    tf = {t: contextual_tf(documents, at, t, scorer) for t in terms}
+    matched = [t for t in terms if tf[t] > 0]
+    if not matched:
+        return None
+    average = sum(d.length for d in documents) / n
+    norm = 1 - scorer.b + scorer.b * documents[at].length / average
+    k1 = scorer.k1
+
+    def idf(term: str) -> float:
+        return bm25_idf(sum(1 for i in range(n) if contextual_tf(documents, i, term, scorer)
+                            > 0), n)
+
+    parts = [round(idf(t) * tf[t] * (k1 + 1) / (tf[t] + k1 * norm), SCORE_DECIMALS)
+             for t in matched]
+    bonus = 0.0
+    if scorer.thread:
+        threads = sorted({d.thread for d in documents})
+        thread_tf = {(name, t): sum(d.own.get(t, 0) for d in documents if d.thread == name)
+                     for name in threads for t in terms}
+        mine = documents[at].thread
+        bonus = round(sum(
+            round(scorer.thread * bm25_idf(sum(1 for name in threads if thread_tf[name, t]),
+                                           len(threads))
+                  * x * (k1 + 1) / (x + k1), SCORE_DECIMALS)
+            for t in terms for x in (thread_tf[mine, t],) if x), SCORE_DECIMALS)
+    total = round(round(sum(parts), SCORE_DECIMALS) + bonus, SCORE_DECIMALS)
+    return total, round(len(matched) / len(terms), SCORE_DECIMALS)
+
+
+def rank_contextual_reference(records: list[StoredMemory], query_terms: tuple[str, ...],
+                              scorer: ContextualScorer, limit: int
+                              ) -> list[tuple[str, float]]:
+    """The top ``limit`` (memory id, total) of the contextual scorer over ``records``,
+    every document scored by :func:`contextual_score` and ordered as every recall is
+    (total ↓, coverage ↓, captured time ↓, memory id ↑)."""
+    documents = contextual_documents(records, scorer.analyzer)
+    terms = sorted({scorer.analyzer.term(w) for w in query_terms} - {None})
+    if not documents or not terms:
+        return []
+    rows = []
+    for at, d in enumerate(documents):
+        scored = contextual_score(documents, at, terms, scorer)
+        if scored is not None:
+            total, coverage = scored
+            rows.append((order_key(total, coverage, d.captured_seconds, d.memory_id),
+                         d.memory_id, total))
+    rows.sort()
+    return [(memory_id, total) for _, memory_id, total in rows[:limit]]

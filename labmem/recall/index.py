@@ -18,9 +18,12 @@ implement the same small :class:`TermIndex` protocol:
 * ``SqliteTermIndex`` (:mod:`labmem.recall.sqlite_store`) — postings packed per term in
   SQLite rows, written in the same transaction as each record.
 
-Both also lend a term's postings as arrays they already hold (``term_postings``) and
-every record's length and time (``record_columns``): what MaxScore pruning
-(:mod:`labmem.recall.pruning`) needs to look terms up without copying their postings.
+Both also lend a term's postings as arrays they already hold and every record's length
+and time (they declare :class:`~labmem.recall.protocols.LendsPostings`): what the packed
+estimates and MaxScore pruning (:mod:`labmem.recall.packed`, :mod:`labmem.recall.pruning`)
+need to read terms without copying their postings. The JSONL one also names a position's
+memory id and keeps its terms' bounds in its sidecar (``NamesPositions``,
+``KeepsTermBounds``).
 
 **A cache proposes, the records decide.** A sidecar (or SQLite's packed postings) is
 never a source of truth, and its checksums prove only that it is as its writer left it:
@@ -48,12 +51,13 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from labmem.core.text import term_frequencies
 from labmem.core.validation import parse_json
+from labmem.recall.protocols import KeepsTermBounds, LendsPostings, NamesPositions
 from labmem.recall.store import (
     MemoryKind,
     RemoteMemoryCorruptionError,
@@ -100,8 +104,10 @@ class Postings:
         return cls(ints, ints, ints, np.zeros(0, dtype=np.float64))
 
 
+@runtime_checkable
 class TermIndex(Protocol):
-    """What the recall engine needs from a backend's index."""
+    """What the recall engine needs from a backend's index (what else it may offer, it
+    declares: :mod:`labmem.recall.protocols`)."""
 
     searched_records: int  # conversation records in scope: BM25's N
     total_length: int  # sum of their lengths: BM25's average length × N
@@ -122,10 +128,6 @@ class TermIndex(Protocol):
     def vocabulary(self, start: int = 0) -> tuple[str, ...]:
         """Surface terms first used by a record at a position from ``start`` on, in order
         of first use (an analyzer groups them; :mod:`labmem.recall.analyzers`)."""
-
-    # optional — an index with both lets the engine prune (labmem.recall.pruning):
-    # term_postings(term) -> (positions, counts), arrays it holds, not copies;
-    # record_columns() -> (lengths, captured_at) of every record, by position.
 
 
 #: Below this many records, building the index from the file is fast enough (tens of
@@ -151,7 +153,7 @@ BITS_SHARE = 32
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-class InMemoryTermIndex:
+class InMemoryTermIndex(TermIndex, LendsPostings, NamesPositions, KeepsTermBounds):
     """The inverted index of one JSONL store, kept in compact arrays, persisted beside it.
 
     Per record it stores two numbers (length, capture time) and the byte offset of its
@@ -858,8 +860,9 @@ def union_sorted(arrays: Iterable[np.ndarray]) -> np.ndarray:
     return merged[keep]
 
 
-# ``np.unique`` checks for masked arrays, which imports numpy.ma (20–40 ms) the first time:
-# a short-lived process such as ``labmem recall`` would pay that for one call. Recall only
+# ``np.unique`` checks for masked arrays, which imports numpy.ma the first time: a
+# short-lived process such as ``labmem recall`` would pay that for one call (measured:
+# bench/results/recall_design_notes.md). Recall only
 # ever asks for the distinct values of a 1-d array of positions; these two do exactly that.
 
 def distinct(values: np.ndarray) -> np.ndarray:

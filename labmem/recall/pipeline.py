@@ -10,27 +10,32 @@ one stage at a time, and a failure points at the stage that caused it:
 4. :func:`stable_rank_recall_candidates` — an explicit, total order; cut to ``limit``.
 5. :func:`render_recalled_context` — the selected hits as an escaped prompt block.
 
-:class:`RecallEngine` runs the five stages against a store, with an inverted index
-(:mod:`labmem.recall.index`) so that a recall touches only the records that share a
-term with the query and builds full objects only for the few it returns.
+:class:`RecallEngine` runs them against a store: stage 1 here, stages 2–4 by a backend —
+``"reference"`` (:mod:`labmem.recall.reference`: every record read, the specification) or
+``"fast"`` (:mod:`labmem.recall.packed`: an inverted index, every candidate estimated at
+once), which return the same result.
 Recall never writes: a hit is a per-query view of a stored record, not a new memory.
+
+The plain statement of the stages is the chapter's from-scratch module,
+:mod:`labmem.scratch.s12`: stage 2 (:func:`build_recall_candidates`) and the order of stage 4
+(:func:`rank_key`) here call it, adapted to the library's records; the reference backend
+runs its stages 2–4 whole. What this module adds around them is the library's: stage 1's
+typed errors and term bound, pluggable scorers for stage 3 (the teaching scorer's exact
+``explain`` lives in :mod:`labmem.recall.scorers`, held equal to the chapter's by
+``tests/contracts/test_s12_equal.py``), and stage 5 through the series' one renderer.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import heapq
 import json
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
-
-import numpy as np
 
 from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.core.errors import InvalidInputError, validated_as
@@ -38,21 +43,7 @@ from labmem.core.provenance import MemorySource
 from labmem.core.render import XML, count, fixed, join_lines
 from labmem.core.text import collapse_whitespace, normalize_text, term_frequencies
 from labmem.core.validation import prechecked, require_int, require_text
-from labmem.recall.index import (
-    CacheDisagreed,
-    Postings,
-    TermIndex,
-    merge_postings,
-    open_term_index,
-    record_terms,
-)
-from labmem.recall.pruning import (
-    MIN_SKIPPED,
-    kth_largest,
-    prune_estimate,
-    term_bits,
-    term_extremes,
-)
+from labmem.recall.index import TermIndex, open_term_index, record_terms
 from labmem.recall.scorers import (  # noqa: F401 (weights re-exported for chapter s12)
     LEXICAL_WEIGHT,
     RECENCY_WEIGHT,
@@ -64,6 +55,7 @@ from labmem.recall.scorers import (  # noqa: F401 (weights re-exported for chapt
     resolve_scorer,
 )
 from labmem.recall.store import MemoryKind, RemoteMemoryScopeError, StoredMemory
+from labmem.scratch import s12 as scratch
 
 __all__ = [
     "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",
@@ -214,16 +206,19 @@ def _candidate(query: RecallQuery, record: StoredMemory,
 def build_recall_candidates(
     query: RecallQuery, records: Iterable[StoredMemory]
 ) -> tuple[RecallCandidate, ...]:
-    """Stage 2: conversation records (scope re-checked) with any query term, in input order."""
-    candidates = []
-    for record in records:
-        _check_scope(query, record)
-        if record.kind is not MemoryKind.CONVERSATION:
-            continue
-        candidate = _candidate(query, record, record_terms(record))
-        if candidate is not None:
-            candidates.append(candidate)
-    return tuple(candidates)
+    """Stage 2: conversation records (scope re-checked) with any query term, in input order.
+
+    The rule is stated once, in the chapter's from-scratch module
+    (:func:`labmem.scratch.s12.build_recall_candidates`); this adapts its candidates to the
+    library's type and its scope error to :class:`RemoteMemoryScopeError`.
+    """
+    try:
+        found = scratch.build_recall_candidates(query, records)
+    except scratch.ScopeError as exc:
+        raise RemoteMemoryScopeError(str(exc)) from None
+    return tuple(RecallCandidate(c.query_id, c.record, c.searchable_terms, c.matched_terms,
+                                 c.captured_at, MappingProxyType(c.term_counts),
+                                 c.document_length) for c in found)
 
 
 def count_searched_records(records: Iterable[StoredMemory]) -> int:
@@ -317,9 +312,9 @@ class RecallHit:
 
 
 def rank_key(candidate: RecallCandidate, breakdown: RecallScoreBreakdown) -> tuple:
-    """total ↓, coverage ↓, captured_at ↓, memory_id ↑ — a total order, so ties are stable."""
-    return order_key(breakdown.total, breakdown.lexical_coverage,
-                     candidate.captured_at.timestamp(), candidate.record.memory_id)
+    """total ↓, coverage ↓, captured_at ↓, memory_id ↑ — a total order, so ties are stable
+    (the chapter's :func:`labmem.scratch.s12.rank_key`, the one statement of the order)."""
+    return scratch.rank_key(candidate, breakdown)
 
 
 def order_key(total: float, coverage: float, captured_seconds: float, memory_id: str) -> tuple:
@@ -443,78 +438,82 @@ def assemble_result(query: RecallQuery, candidates: tuple[RecallCandidate, ...],
     )
 
 
-def shortlist(positions: np.ndarray, estimates: np.ndarray, limit: int,
-              tolerance: float) -> np.ndarray:
-    """Positions whose estimated score could still make the top ``limit``.
-
-    Everything within ``tolerance`` of the ``limit``-th best estimate is kept, so the
-    rounding of the exact scores, and ties that the exact order breaks, cannot push a
-    true top-``limit`` record out. Ascending positions, like the input.
-    """
-    if len(positions) <= limit:
-        return positions
-    return positions[estimates >= kth_largest(estimates, limit) - tolerance]
-
-
-#: The skipped terms' bits (:func:`~labmem.recall.pruning.term_bits`) an engine keeps
-#: between queries: the words skipped most are the commonest, asked again and again.
-BITS_CACHE_BYTES = 4 << 20
+#: The two ways :class:`RecallEngine` answers stages 2–4 (see its docstring).
+RECALL_BACKENDS = ("fast", "reference")
 
 
 class RecallEngine:
-    """Runs the recall pipeline over one user's store; read-only by construction.
+    """Runs the recall stages over one user's store; read-only by construction.
 
-    Candidates come from an inverted index (:func:`labmem.recall.index.open_term_index`):
-    the union of the query terms' postings. The scorer estimates every candidate at once
-    from those postings; only the few that can reach the top ``limit`` are loaded and
-    explained exactly. The result is identical to running the five stage functions by
-    hand over every record (a property test checks it for every scorer).
+    Stage 1 (:func:`normalize_recall_query`) runs here for both backends; stages 2–4
+    (candidates, scores, a stable top ``limit``) are the backend's:
+
+    * ``backend="reference"`` — :func:`labmem.recall.reference.recall_reference`: every
+      record read, each candidate scored on its own; the specification.
+    * ``backend="fast"`` (the default) — :class:`labmem.recall.packed.PackedRecall` over
+      the store's inverted index (:func:`labmem.recall.index.open_term_index`): every
+      candidate estimated at once, only the shortlist explained exactly.
+
+    Both return the same :class:`RecallResult` (property tests hold them equal); stage 5 is
+    :func:`render_recalled_context` of that result.
     """
 
     def __init__(self, store, *, scorer: str | Scorer | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, backend: str = "fast") -> None:
         if not (hasattr(store, "read_all") and isinstance(getattr(store, "user_scope", None),
                                                           str)):
             raise InvalidInputError(
                 "store", f"must be a RemoteMemoryStore or SqliteMemoryStore, "
                 f"got {type(store).__name__}",
             )
+        if not isinstance(backend, str) or backend not in RECALL_BACKENDS:
+            raise InvalidInputError(
+                "backend", f"{backend!r} is not a recall backend",
+                "use 'fast' (the default: the store's inverted index) or 'reference' "
+                "(every record read, the specification)",
+            )
         self.store = store
-        self.scorer = resolve_scorer(scorer)
         self.clock = resolve_clock(clock if clock is not None else store.clock)
-        self.index: TermIndex = open_term_index(store)
-        # the top hits of one query are often the top hits of the next: keep their terms
-        self._terms_of = functools.lru_cache(maxsize=4096)(self._record_terms_at)
-        self.prune = True  # MaxScore (labmem.recall.pruning); False: always exhaustive
-        self.prune_min_skipped = MIN_SKIPPED  # shorter rests are scored, not ruled out
-        self.last_skipped_terms: tuple[str, ...] = ()  # what the last recall did not scan
-        self._extremes: dict[tuple[str, int], tuple[int, int]] = {}
-        self._bits: dict[tuple[str, int], np.ndarray] = {}  # skipped terms' records, as bits
-        self._bits_bytes = 0
+        self.backend = backend
+        self._scorer = resolve_scorer(scorer)
+        self.fast = None
+        if backend == "fast":
+            from labmem.recall.packed import PackedRecall  # the sibling that imports us
+
+            self.fast = PackedRecall(open_term_index(store), self._scorer)
 
     def __repr__(self) -> str:
-        return f"RecallEngine({self.store!r}, scorer={self.scorer!r})"
+        return (f"RecallEngine({self.store!r}, scorer={self.scorer!r}, "
+                f"backend={self.backend!r})")
 
-    def _postings(self, query: RecallQuery):
-        self.index.refresh()
-        postings = {term: self.index.postings(term) for term in query.terms}
-        stats = CorpusStats(self.index.searched_records, self.index.total_length,
-                            MappingProxyType({t: len(p) for t, p in postings.items()}))
-        return postings, stats
+    @property
+    def scorer(self) -> Scorer:
+        return self._scorer
 
-    def _candidate_at(self, query: RecallQuery, position: int) -> RecallCandidate:
-        record = self.index.record(position)
-        _check_scope(query, record)
-        return _candidate(query, record, self._terms_of(position))
+    @scorer.setter
+    def scorer(self, scorer: Scorer) -> None:
+        """Another scorer over the same index (a tuning loop reuses one engine)."""
+        self._scorer = scorer
+        if self.fast is not None:
+            self.fast.scorer = scorer
 
-    def _record_terms_at(self, position: int) -> Counter[str]:
-        return record_terms(self.index.record(position))
+    @property
+    def index(self) -> TermIndex | None:
+        """The fast backend's inverted index (``None`` for the reference backend)."""
+        return None if self.fast is None else self.fast.index
+
+    @index.setter
+    def index(self, index: TermIndex) -> None:
+        if self.fast is None:
+            raise InvalidInputError("index", "the reference backend reads records, not an "
+                                    "index", "use RecallEngine(store, backend='fast')")
+        self.fast.index = index
 
     def candidates(self, query: RecallQuery) -> tuple[RecallCandidate, ...]:
-        """Stage 2 through the index; same result as :func:`build_recall_candidates`."""
-        postings, _ = self._postings(query)
-        return tuple(self._candidate_at(query, int(p))
-                     for p in merge_postings(postings.values()))
+        """Stage 2 alone, as the backend finds it: the same for both."""
+        if self.fast is None:
+            return build_recall_candidates(query, self.store.read_all())
+        return self.fast.candidates(query)
 
     def recall(
         self,
@@ -524,180 +523,18 @@ class RecallEngine:
         as_of: datetime | str | None = None,
         query_id: str | None = None,
     ) -> RecallResult:
-        """Normalize, find candidates, score, rank and return a :class:`RecallResult`."""
+        """Stage 1 (normalize), then stages 2–4 by the backend: a :class:`RecallResult`."""
         issued_at = parse_timestamp(self.clock.now(), field="clock.now()")
         query = normalize_recall_query(
             text, user_scope=self.store.user_scope, limit=limit,
             query_id=query_id, issued_at=issued_at,
         )
         as_of = issued_at if as_of is None else parse_timestamp(as_of, field="as_of")
-        try:
-            return self._answer(query, as_of)
-        except CacheDisagreed:  # the index dropped a cache that lied and rebuilt from the
-            self._extremes.clear()  # records: what was derived from the cache goes too
-            self._bits.clear()
-            self._bits_bytes = 0
-            self._terms_of.cache_clear()
-            return self._answer(query, as_of)
+        if self.fast is None:
+            from labmem.recall.reference import recall_reference
 
-    def _answer(self, query: RecallQuery, as_of: datetime) -> RecallResult:
-        """Stages 2–4 of :meth:`recall` for a normalized query."""
-        ranks_itself = getattr(self.scorer, "rank_index", None)
-        if ranks_itself is not None:  # a scorer that reads a record's neighbours (contextual)
-            return ranks_itself(self.index, query, as_of=as_of)
-        tolerance = 1e-5 + 1e-6 * len(query.terms)
-        self.index.refresh()
-        lists, stats, postings = self._term_lists(query)
-        pruned = None if postings is not None else self._pruned(
-            query, lists, stats, as_of.timestamp(), tolerance)
-        if pruned is not None:
-            positions, estimates = pruned.positions, pruned.estimates
-            candidate_records = pruned.candidate_records
-            self.last_skipped_terms = pruned.skipped_terms
-        else:
-            if postings is None:  # lent lists: join them, then gather lengths and times once
-                positions, estimates = self.scorer.joined_estimate(
-                    query.terms, *self._joined(query.terms, lists),
-                    as_of_seconds=as_of.timestamp(), stats=stats)
-            else:
-                positions, estimates = self.scorer.estimate(
-                    query.terms, postings, as_of_seconds=as_of.timestamp(), stats=stats)
-            candidate_records = len(positions)
-            self.last_skipped_terms = ()
-        top = shortlist(positions, estimates, query.limit, tolerance).astype(np.int64)
-        hits = ranked_hits(query, self._explained_top(query, top, lists, stats, as_of))
-        return RecallResult(
-            query=query,
-            hits=hits,
-            searched_records=self.index.searched_records,
-            candidate_records=candidate_records,
-            empty_reason=None if hits else EMPTY_NO_MATCHING_TERMS,
-        )
-
-    def _term_lists(self, query: RecallQuery):
-        """Each query term's (positions, counts), the statistics, and the terms'
-        :class:`Postings` if they had to be built to get the lists (an index that does not
-        lend its arrays, ``term_postings``)."""
-        lend = getattr(self.index, "term_postings", None)
-        postings = None
-        if lend is None:
-            postings = {term: self.index.postings(term) for term in query.terms}
-            lists = {term: (p.positions, p.counts) for term, p in postings.items()}
-        else:
-            lists = {term: lend(term) for term in query.terms}
-        stats = CorpusStats(self.index.searched_records, self.index.total_length,
-                            MappingProxyType({t: len(found[0]) for t, found in lists.items()}))
-        return lists, stats, postings
-
-    def _joined(self, terms: tuple[str, ...], lists):
-        """(terms with postings, their sizes, their postings joined end to end): the lent
-        lists with each record's length and time gathered from the index's columns."""
-        present = [term for term in terms if len(lists[term][0])]
-        positions = np.concatenate([lists[term][0] for term in present]) if present else (
-            np.zeros(0, dtype=np.int64))
-        counts = np.concatenate([lists[term][1] for term in present]) if present else positions
-        lengths, captured = self.index.record_columns()
-        rows = positions.astype(np.intp, copy=False)  # (a sidecar's are uint32: cast once)
-        joined = Postings(positions, counts, lengths[rows], captured[rows])
-        return present, [len(lists[term][0]) for term in present], joined
-
-    def _explained_top(self, query: RecallQuery, top: np.ndarray,
-                       lists: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                       stats: CorpusStats, as_of: datetime):
-        """The best ``query.limit`` of the shortlist, as (record, breakdown), best first.
-
-        Stages 2–4 for the shortlist, from the index alone: a position's term counts are
-        looked up in the postings it was found in, its length and time are the index's
-        columns, so a record is not tokenized again (the index counted its terms with
-        :func:`record_terms` when it was indexed). Only the records that make the top
-        are decoded, when the index can name a position's memory id.
-        """
-        counts = [{} for _ in range(len(top))]
-        wanted = top.tolist()
-        for term in query.terms:  # query order, as _candidate keeps the matched terms
-            term_positions, term_counts = lists[term]
-            size = len(term_positions)
-            if not size:
-                continue
-            # a shortlist is a handful of records: one binary search for all of them, then
-            # a look at each one's slot (cheaper than more whole-array steps)
-            probe = top.astype(term_positions.dtype, copy=False)  # no copy of the postings
-            for row, at in enumerate(np.searchsorted(term_positions, probe).tolist()):
-                if at < size and term_positions[at] == wanted[row]:
-                    counts[row][term] = int(term_counts[at])
-        columns = getattr(self.index, "record_columns", None)
-        id_at = getattr(self.index, "memory_id", None)
-        from_index = columns is not None and id_at is not None
-        if columns is not None:
-            lengths, captured = (column[top].tolist() for column in columns())
-        keyed = []
-        for row, position in enumerate(wanted):
-            if from_index:  # the record is decoded only if it makes the top
-                record, name, seconds = None, id_at(position), captured[row]
-                when = datetime.fromtimestamp(seconds, UTC)
-            else:
-                record = self.index.record(position)
-                _check_scope(query, record)
-                name, when = record.memory_id, record.source.captured_at
-                seconds = when.timestamp()
-            length = (lengths[row] if columns is not None
-                      else sum(self._terms_of(position).values()))
-            breakdown = self.scorer.explain(query.terms, counts[row], length, when,
-                                            as_of=as_of, stats=stats)
-            keyed.append((order_key(breakdown.total, breakdown.lexical_coverage, seconds,
-                                    name), position, record, breakdown))
-        best = heapq.nsmallest(query.limit, keyed, key=lambda item: item[0])
-        for _, position, record, breakdown in best:
-            if record is None:
-                record = self.index.record(position)
-                _check_scope(query, record)
-            yield record, breakdown
-
-    def _pruned(self, query: RecallQuery, lists, stats: CorpusStats, as_of_seconds: float,
-                tolerance: float):
-        """MaxScore over the lent postings (``term_postings`` and ``record_columns``);
-        ``None``: score exhaustively."""
-        if not self.prune or len(query.terms) < 2:
-            return None
-        sizes = [len(found[0]) for found in lists.values()]
-        if sum(sizes) - min(sizes) < self.prune_min_skipped:
-            return None  # what could be skipped is too short to be worth a try
-        lengths, captured = self.index.record_columns()
-        kept = getattr(self.index, "term_extremes", None)  # an index may keep them per term
-
-        def extremes(term: str) -> tuple[int, int]:
-            positions, counts = lists[term]
-            key = (term, len(positions))  # postings only grow: same length, same postings
-            found = self._extremes.get(key)
-            if found is None:
-                if len(self._extremes) >= 1 << 16:
-                    self._extremes.clear()
-                found = kept(term) if kept is not None else None
-                if found is None:
-                    found = term_extremes(positions, counts, lengths)
-                self._extremes[key] = found
-            return found
-
-        kept_bits = getattr(self.index, "term_bits", None)  # an index may keep them too
-
-        def bits(term: str) -> np.ndarray:
-            positions = lists[term][0]
-            key = (term, len(positions))
-            found = self._bits.get(key)
-            if found is None:
-                if self._bits_bytes > BITS_CACHE_BYTES:
-                    self._bits.clear()
-                    self._bits_bytes = 0
-                found = kept_bits(term) if kept_bits is not None else None
-                if found is None:
-                    found = term_bits(positions)
-                self._bits[key] = found
-                self._bits_bytes += found.nbytes
-            return found
-
-        return prune_estimate(self.scorer, query.terms, lists, query.limit, lengths, captured,
-                              as_of_seconds=as_of_seconds, stats=stats, tolerance=tolerance,
-                              extremes=extremes, bits=bits, min_skipped=self.prune_min_skipped)
+            return recall_reference(self.store, query, scorer=self.scorer, as_of=as_of)
+        return self.fast.answer(query, as_of)
 
 
 # -- 5. render -----------------------------------------------------------------------

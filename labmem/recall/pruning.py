@@ -23,6 +23,11 @@ in the same order, as the exhaustive ones — bit for bit the same numbers — s
 shortlist, and the result, are identical to exhaustive scoring (a property test checks it
 for every scorer). A scorer without bounds, or a query where the bound never drops below
 θ, is scored exhaustively.
+
+Only the fast backend (:mod:`labmem.recall.packed`) uses this module, through
+:class:`MaxScore` (one per engine: the switch, and each term's bounds kept between
+queries, read from an index that keeps them — :class:`~labmem.recall.protocols
+.KeepsTermBounds`) and :func:`shortlist` (which estimates can still reach the top).
 """
 
 from __future__ import annotations
@@ -34,11 +39,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from labmem.recall.index import Postings, union_sorted
+from labmem.recall.protocols import KeepsTermBounds, LendsPostings, offers
 from labmem.recall.scorers import CorpusStats, Scorer, _Accumulated
 
 __all__ = [
-    "PrunedEstimate", "kth_largest", "lookup_postings", "prune_estimate", "term_bits",
-    "term_extremes",
+    "MaxScore", "PrunedEstimate", "kth_largest", "lookup_postings", "prune_estimate",
+    "shortlist", "term_bits", "term_extremes",
 ]
 
 #: Bounds are computed in floating point like the scores; this relative slack keeps a
@@ -276,3 +282,97 @@ def _union_size(found: np.ndarray, rest: list[str],
     shift = (7 - (found & 7)).astype(np.uint8)
     held = (words[found >> 3] >> shift) & 1
     return int(np.bitwise_count(words).sum(dtype=np.int64)) + len(found) - int(held.sum())
+
+
+def shortlist(positions: np.ndarray, estimates: np.ndarray, limit: int,
+              tolerance: float) -> np.ndarray:
+    """Positions whose estimated score could still make the top ``limit``.
+
+    Everything within ``tolerance`` of the ``limit``-th best estimate is kept, so the
+    rounding of the exact scores, and ties that the exact order breaks, cannot push a
+    true top-``limit`` record out. Ascending positions, like the input.
+    """
+    if len(positions) <= limit:
+        return positions
+    return positions[estimates >= kth_largest(estimates, limit) - tolerance]
+
+
+#: The skipped terms' bits (:func:`term_bits`) one :class:`MaxScore` keeps between
+#: queries: the words skipped most are the commonest, asked again and again.
+BITS_CACHE_BYTES = 4 << 20
+
+
+class MaxScore:
+    """MaxScore for one engine: whether to try it, when a try is worth it, and what it
+    keeps between queries (each term's extremes and bits, keyed by the term and its
+    postings' length: postings only grow, so the same length is the same postings).
+
+    ``enabled = False`` scores every query exhaustively; ``min_skipped`` only decides when
+    a try is worth it. Neither ever changes a result (a property test holds them equal).
+    """
+
+    def __init__(self, *, enabled: bool = True, min_skipped: int = MIN_SKIPPED) -> None:
+        self.enabled = enabled
+        self.min_skipped = min_skipped  # shorter rests are scored, not ruled out
+        self.last_skipped_terms: tuple[str, ...] = ()  # what the last query did not scan
+        self._extremes: dict[tuple[str, int], tuple[int, int]] = {}
+        self._bits: dict[tuple[str, int], np.ndarray] = {}
+        self._bits_bytes = 0
+
+    def forget(self) -> None:
+        """Drop what was kept (the index it came from was found lying and rebuilt)."""
+        self._extremes.clear()
+        self._bits.clear()
+        self._bits_bytes = 0
+
+    def estimate(self, scorer: Scorer, query_terms: tuple[str, ...], limit: int,
+                 lists: Mapping[str, tuple[np.ndarray, np.ndarray]], stats: CorpusStats,
+                 index: LendsPostings, *, as_of_seconds: float,
+                 tolerance: float) -> PrunedEstimate | None:
+        """:func:`prune_estimate` over the lent ``lists`` of ``index``; ``None``: score
+        exhaustively. An index that keeps its terms' bounds (:class:`~labmem.recall
+        .protocols.KeepsTermBounds`) is asked for them before they are computed."""
+        self.last_skipped_terms = ()
+        if not self.enabled or len(query_terms) < 2:
+            return None
+        sizes = [len(found[0]) for found in lists.values()]
+        if sum(sizes) - min(sizes) < self.min_skipped:
+            return None  # what could be skipped is too short to be worth a try
+        lengths, captured = index.record_columns()
+        kept = index if offers(index, KeepsTermBounds) else None
+
+        def extremes(term: str) -> tuple[int, int]:
+            positions, counts = lists[term]
+            key = (term, len(positions))
+            found = self._extremes.get(key)
+            if found is None:
+                if len(self._extremes) >= 1 << 16:
+                    self._extremes.clear()
+                found = kept.term_extremes(term) if kept is not None else None
+                if found is None:
+                    found = term_extremes(positions, counts, lengths)
+                self._extremes[key] = found
+            return found
+
+        def bits(term: str) -> np.ndarray:
+            positions = lists[term][0]
+            key = (term, len(positions))
+            found = self._bits.get(key)
+            if found is None:
+                if self._bits_bytes > BITS_CACHE_BYTES:
+                    self._bits.clear()
+                    self._bits_bytes = 0
+                found = kept.term_bits(term) if kept is not None else None
+                if found is None:
+                    found = term_bits(positions)
+                self._bits[key] = found
+                self._bits_bytes += found.nbytes
+            return found
+
+        pruned = prune_estimate(scorer, query_terms, lists, limit, lengths, captured,
+                                as_of_seconds=as_of_seconds, stats=stats,
+                                tolerance=tolerance, extremes=extremes, bits=bits,
+                                min_skipped=self.min_skipped)
+        if pruned is not None:
+            self.last_skipped_terms = pruned.skipped_terms
+        return pruned

@@ -172,9 +172,8 @@ def _accumulate(scorer: Scorer, terms: Sequence[str], sizes: Sequence[int], join
     """The per-record sums of :meth:`Scorer.estimate`: every posting in query-term order
     (``joined``, ``sizes[i]`` of ``terms[i]``), grouped by position (``bincount`` adds in
     that order, so each sum is the one a loop over the terms would give). Sorting the
-    postings costs less than a slot per record: three arrays of the store's size per query
-    cost as much as the sort or more, even when the postings cover the whole store
-    (measured at 1k, 10k and 100k records)."""
+    postings costs less than a slot per record (measured: bench/results/
+    recall_design_notes.md)."""
     distinct, first, group = distinct_groups(joined.positions)
     matched = np.bincount(group, minlength=len(distinct)).astype(np.int64)
     if scorer.weighs_postings:

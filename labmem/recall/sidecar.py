@@ -1,11 +1,11 @@
 """s12 recall at scale: the persistent index beside a JSONL records file (the *sidecar*).
 
-Building the in-memory index means decoding, validating and tokenizing every record —
-seconds at 100,000 records, in every new process. The sidecar keeps the result: named
-numpy arrays (postings, lengths, times, byte offsets, the record context) and a little
-JSON metadata, in one file written atomically next to ``records.jsonl``
-(``records.jsonl.recall-index``). A reader takes from it only what it uses: an array when
-first asked for, a term's postings when a query names the term.
+Building the in-memory index means decoding, validating and tokenizing every record, in
+every new process (seconds at 100,000 records: bench/results/recall_design_notes.md).
+The sidecar keeps the result: named numpy arrays (postings, lengths, times, byte
+offsets, the record context) and a little JSON metadata, in one file written atomically
+next to ``records.jsonl`` (``records.jsonl.recall-index``). A reader takes from it only
+what it uses: an array when first asked for, a term's postings when a query names the term.
 
 It is a cache, never a source of truth. Before anything in it is used, :func:`load_sidecar`
 checks that it is whole (its length and a CRC-32 of its header and of its body), that it
@@ -16,8 +16,8 @@ costs no memory). Anything else — missing, torn, from another file, older than
 newer than the records, half-written by a crashed process — is refused with the reason,
 and the caller rebuilds from the records.
 
-Those two checksums read both files whole (about 115 MiB at 100,000 records, most of a
-cold open). So a full check that passes leaves a *stamp* beside the sidecar
+Those two checksums read both files whole (most of a cold open: bench/results/
+recall_design_notes.md). So a full check that passes leaves a *stamp* beside the sidecar
 (``records.jsonl.recall-index.verified``): the identity, size and modification time of
 both files as they were when checked. A later open whose two files still show exactly
 those is trusted without reading them — the proof ``make`` and ``git`` use for "this file
@@ -486,7 +486,7 @@ def load_companion(sidecar: Sidecar, records_path: str | os.PathLike[str], name:
 
 class PackedStrings:
     """A list of strings as one UTF-8 buffer and the byte range of each: a few bytes per
-    string where a Python ``str`` costs about 50 (100,000 memory ids: 1.9 MiB, not 6.2).
+    string where a Python ``str`` costs about 50 (bench/results/recall_design_notes.md).
 
     :meth:`find` looks a string up exactly (a table of hashes, built on first use, then
     the bytes compared), so a vocabulary needs no ``dict`` of its own either. Read-only.

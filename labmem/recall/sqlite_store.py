@@ -48,7 +48,8 @@ from labmem.core.clock import Clock, resolve_clock
 from labmem.core.errors import validated_as
 from labmem.core.provenance import MemorySource, scope_digest
 from labmem.core.validation import parse_json, require_int
-from labmem.recall.index import Postings, record_terms
+from labmem.recall.index import Postings, TermIndex, record_terms
+from labmem.recall.protocols import LendsPostings
 from labmem.recall.store import (
     MemoryKind,
     RemoteMemoryCorruptionError,
@@ -688,7 +689,7 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
 POSTINGS_CACHE = 2_000_000
 
 
-class SqliteTermIndex:
+class SqliteTermIndex(TermIndex, LendsPostings):
     """The recall engine's inverted index, read from the packed rows the store writes.
 
     A consistent snapshot: :meth:`refresh` reads the scope's totals and the record

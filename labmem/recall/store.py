@@ -484,7 +484,7 @@ class RemoteMemoryStore:
         bare quotes appears only as a whole JSON string; each line where it appears is
         decoded and its ``memory_id`` compared (the id may also be some other field's
         value). No appearance: not stored. Searching is a ``memchr``-speed scan of the
-        prefix (some 10 ms per 70 MiB from the page cache), paid by an append only.
+        prefix, paid by an append only (bench/results/recall_design_notes.md).
         """
         needle = json.dumps(memory_id).encode("ascii")
         end = self._prefix_bytes

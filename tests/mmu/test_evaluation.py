@@ -1,10 +1,12 @@
 """s14 evaluation: recall@k / precision@k on the labeled set; the information-loss set (10)."""
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from labmem.core.clock import SteppingClock
+from labmem.core.errors import InvalidInputError
 from labmem.mmu import ContextMMU, FileMemoryService, MmuValidationError
 from labmem.mmu.evaluation import (
     LabeledQuery,
@@ -27,9 +29,16 @@ def test_recall_and_precision_at_k():
     assert precision_at_k(loaded, ["a", "b"], 2) == 0.5
     assert precision_at_k([], ["a"], 3) == 0.0
     assert precision_at_k(["a"], ["a"], 3) == pytest.approx(1 / 3)  # divided by k
-    assert recall_at_k(loaded, [], 3) == 1.0
-    with pytest.raises(MmuValidationError, match="k"):
-        recall_at_k(loaded, ["a"], 0)
+    for bad, field in ((([], 3), "gold"), ((["a"], 0), "k")):  # the one rule: refused
+        with pytest.raises(InvalidInputError) as err:
+            recall_at_k(loaded, *bad)
+        assert err.value.field == field
+
+
+def test_a_labeled_query_needs_a_relevant_record():
+    with pytest.raises(MmuValidationError) as err:
+        LabeledQuery("q", "alice", (), (), datetime(2026, 3, 1, tzinfo=timezone.utc))
+    assert err.value.field == "relevant"
 
 
 def load_labeled(tmp_path):

@@ -25,9 +25,9 @@ from labmem.core.text import extract_terms
 from labmem.mmu import (
     ContextMMU,
     FileMemoryService,
+    KeyedTermIndex,
     MemoryCorruptionError,
     MemoryRecord,
-    TermIndex,
     encode_line,
 )
 from labmem.mmu.logline import checksum_state
@@ -226,7 +226,7 @@ def test_match_counts_equal_a_brute_force_match_through_any_history(tmp_path_fac
 
 def test_the_index_skips_a_replaced_document_without_tokenizing_it():
     texts = {"a": "port billing"}
-    index = TermIndex(texts.__getitem__)
+    index = KeyedTermIndex(texts.__getitem__)
     index.put("a")
     texts["a"] = "wal cache"
     index.put("a")  # replaced before any query: the first text is never tokenized

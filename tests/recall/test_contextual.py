@@ -1,7 +1,6 @@
 """The contextual BM25: fields, neighbours, the thread rule, exact breakdowns, two backends."""
 
 import json
-from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,12 +24,11 @@ from labmem.recall import (
     SqliteMemoryStore,
     TeachingScorer,
     date_words,
-    record_terms,
     render_recalled_context,
     resolve_scorer,
     thread_of,
 )
-from labmem.recall.contextual import EMPTY_ONLY_STOP_WORDS
+from labmem.recall.contextual import EMPTY_ONLY_STOP_WORDS, rank_contextual_reference
 from labmem.recall.fields import record_context
 from labmem.recall.scorers import bm25_idf
 from labmem.recall.store import MemoryKind
@@ -230,60 +228,10 @@ def test_a_query_of_stop_words_only_is_empty_and_says_why(tmp_path):
     assert recall(store, "zebras").empty_reason == "no_matching_terms"
 
 
-# -- a slow reference: the same numbers computed from the records alone -----------------
+# -- the library's plain formula (labmem.recall.contextual.rank_contextual_reference) ------
 
 def reference_ranking(records, text, scorer, limit):
-    analyzer = scorer.analyzer
-    conv = [(p, r) for p, r in enumerate(records) if r.kind is MemoryKind.CONVERSATION]
-    own = {p: analyzer.terms(r.summary + "\n" + r.content) for p, r in conv}
-    title = {p: analyzer.terms(r.source.title) for p, r in conv}
-    date = {p: analyzer.terms(date_words(r.source.captured_at)) for p, r in conv}
-    length = {p: sum(record_terms(r).values()) for p, r in conv}
-    threads: dict[str, list[int]] = defaultdict(list)
-    for p, r in conv:
-        threads[thread_of(r.source.source_id)].append(p)
-    previous, nxt, thread_id = {}, {}, {}
-    for name, members in threads.items():
-        for i, p in enumerate(members):
-            previous[p] = members[i - 1] if i else None
-            nxt[p] = members[i + 1] if i + 1 < len(members) else None
-            thread_id[p] = name
-    terms = sorted({analyzer.term(w) for w in term_frequencies(text)} - {None})
-    n = len(conv)
-    average = sum(length.values()) / n
-
-    def tf(p, t):
-        fields = {"own": own[p][t], "title": title[p][t], "date": date[p][t],
-                  "previous": own[previous[p]][t] if previous[p] is not None else 0,
-                  "next": own[nxt[p]][t] if nxt[p] is not None else 0}
-        return sum(getattr(scorer, f) * c for f, c in fields.items())
-
-    weighted = {(p, t): tf(p, t) for p, _ in conv for t in terms}
-    idf = {t: bm25_idf(sum(1 for p, _ in conv if weighted[p, t] > 0), n) for t in terms}
-    thread_tf = {(name, t): sum(own[p][t] for p in members)
-                 for name, members in threads.items() for t in terms}
-    thread_idf = {t: bm25_idf(sum(1 for name in threads if thread_tf[name, t] > 0),
-                              len(threads)) for t in terms}
-    k1, b = scorer.k1, scorer.b
-    rows = []
-    for p, r in conv:
-        matched = [t for t in terms if weighted[p, t] > 0]
-        if not matched:
-            continue
-        norm = 1 - b + b * length[p] / average
-        parts = [round(idf[t] * weighted[p, t] * (k1 + 1) / (weighted[p, t] + k1 * norm), 6)
-                 for t in matched]
-        bonus = 0.0
-        if scorer.thread:
-            x = [thread_tf[thread_id[p], t] for t in terms]
-            bonus = round(sum(round(scorer.thread * thread_idf[t] * v * (k1 + 1) / (v + k1), 6)
-                              for t, v in zip(terms, x, strict=True) if v), 6)
-        total = round(round(sum(parts), 6) + bonus, 6)
-        coverage = round(len(matched) / len(terms), 6)
-        rows.append(((-total, -coverage, -r.source.captured_at.timestamp(), r.memory_id),
-                     r.memory_id, total))
-    rows.sort()
-    return [(memory_id, total) for _, memory_id, total in rows[:limit]]
+    return rank_contextual_reference(records, tuple(term_frequencies(text)), scorer, limit)
 
 
 VOCABULARY = ["dog", "dogs", "adopted", "adopting", "the", "what", "may", "painting",

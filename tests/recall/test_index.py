@@ -23,8 +23,8 @@ from labmem.recall.pipeline import (
     count_searched_records,
     normalize_recall_query,
     score_recall_candidate,
-    shortlist,
 )
+from labmem.recall.pruning import shortlist
 from labmem.recall.scorers import (
     Bm25Scorer,
     CorpusStats,
@@ -300,7 +300,7 @@ def test_bm25_estimate_is_the_sum_of_bm25_term_weights(specs, queries, k1, b):
         engine = RecallEngine(store, scorer=scorer)
         for words in queries:
             q = normalize_recall_query(" ".join(words), user_scope=store.user_scope, limit=10)
-            postings, stats = engine._postings(q)
+            postings, stats = engine.fast.postings(q)
             positions, estimates = scorer.estimate(q.terms, postings,
                                                    as_of_seconds=NOW.timestamp(), stats=stats)
             by_term = {c.record.memory_id: sum(
@@ -388,7 +388,7 @@ def test_estimates_match_the_exact_scores(specs, queries):
             for words in queries:
                 q = normalize_recall_query(" ".join(words), user_scope=store.user_scope,
                                            limit=10)
-                postings, stats = engine._postings(q)
+                postings, stats = engine.fast.postings(q)
                 positions, estimates = engine.scorer.estimate(
                     q.terms, postings, as_of_seconds=NOW.timestamp(), stats=stats)
                 exact = {c.record.memory_id: score_recall_candidate(

@@ -51,9 +51,9 @@ def fill(store, specs, start=0):
 
 def engines(store, scorer, backend):
     pruned = RecallEngine(store, scorer=scorer)
-    pruned.prune_min_skipped = 0  # try at every step: these corpora are small
+    pruned.fast.pruner.min_skipped = 0  # try at every step: these corpora are small
     exhaustive = RecallEngine(store, scorer=scorer)
-    exhaustive.prune = False
+    exhaustive.fast.pruner.enabled = False
     if backend == "jsonl":  # the sidecar-backed index: base views plus a tail
         for engine in (pruned, exhaustive):
             engine.index = InMemoryTermIndex(store, sidecar_min_records=1)
@@ -98,14 +98,14 @@ def skewed_store(directory, backend="jsonl"):
 def test_a_common_term_is_skipped_when_it_cannot_reach_the_top(tmp_path, backend):
     store = skewed_store(tmp_path, backend)
     engine = RecallEngine(store, scorer="bm25")
-    engine.prune_min_skipped = 0
+    engine.fast.pruner.min_skipped = 0
     result = engine.recall("common rare", limit=3, as_of=NOW)
-    assert engine.last_skipped_terms == ("common",)
+    assert engine.fast.pruner.last_skipped_terms == ("common",)
     assert result.candidate_records == 200  # still the exhaustive count
     assert {h.memory_id for h in result.hits} == {"m-000", "m-070", "m-140"}
-    engine.prune = False
+    engine.fast.pruner.enabled = False
     assert engine.recall("common rare", limit=3, as_of=NOW) == result
-    assert engine.last_skipped_terms == ()
+    assert engine.fast.pruner.last_skipped_terms == ()
 
 
 def test_the_teaching_scorer_skips_only_what_coverage_cannot_overtake(tmp_path):
@@ -114,11 +114,11 @@ def test_the_teaching_scorer_skips_only_what_coverage_cannot_overtake(tmp_path):
     hit must be one of them, and then "common" is scanned."""
     store = skewed_store(tmp_path)
     engine = RecallEngine(store, scorer="teaching")
-    engine.prune_min_skipped = 0
+    engine.fast.pruner.min_skipped = 0
     engine.recall("common rare", limit=3, as_of=NOW)
-    assert engine.last_skipped_terms == ("common",)
+    assert engine.fast.pruner.last_skipped_terms == ("common",)
     engine.recall("common rare", limit=4, as_of=NOW)
-    assert engine.last_skipped_terms == ()
+    assert engine.fast.pruner.last_skipped_terms == ()
 
 
 def test_estimates_of_looked_up_candidates_are_the_exhaustive_ones_bit_for_bit(tmp_path):
@@ -127,7 +127,7 @@ def test_estimates_of_looked_up_candidates_are_the_exhaustive_ones_bit_for_bit(t
         engine = RecallEngine(store, scorer=name)
         engine.index.refresh()
         terms = ("common", "filler", "rare")
-        postings, stats = engine._postings(type("Q", (), {"terms": terms})())
+        postings, stats = engine.fast.postings(type("Q", (), {"terms": terms})())
         positions, estimates = engine.scorer.estimate(terms, postings,
                                                       as_of_seconds=NOW.timestamp(),
                                                       stats=stats)
@@ -176,10 +176,10 @@ def test_the_contextual_scorer_scores_exhaustively(tmp_path):
     assert scorer.term_bound("x", 1, 1, CorpusStats(1, 1, {"x": 1})) is None
     store = skewed_store(tmp_path)
     engine = RecallEngine(store, scorer="contextual")
-    engine.prune_min_skipped = 0
+    engine.fast.pruner.min_skipped = 0
     pruned = engine.recall("common rare", limit=3, as_of=NOW)
-    assert engine.last_skipped_terms == ()
-    engine.prune = False
+    assert engine.fast.pruner.last_skipped_terms == ()
+    engine.fast.pruner.enabled = False
     assert engine.recall("common rare", limit=3, as_of=NOW) == pruned
 
 
@@ -193,8 +193,8 @@ def test_the_default_engine_prunes_a_long_common_term(tmp_path):
                        for n in range(5000)])
     engine = RecallEngine(store, scorer="bm25")
     result = engine.recall("common rare", limit=5, as_of=NOW)
-    assert engine.last_skipped_terms == ("common",) and result.candidate_records == 5000
-    engine.prune = False
+    assert engine.fast.pruner.last_skipped_terms == ("common",) and result.candidate_records == 5000
+    engine.fast.pruner.enabled = False
     assert engine.recall("common rare", limit=5, as_of=NOW) == result
 
 
