@@ -16,45 +16,35 @@ as turns (a user-authored message to the next): an agent loop with one instructi
 forty tool rounds — the common shape of a coding agent — is one turn, and would otherwise
 never be compacted.
 
-Durable state — confirmed facts, pending items, selected retrieval evidence, each with
-a source pointer — never enters the summarizer. It passes through unchanged and is
-rendered separately (:func:`render_durable_context`), so a summarizer that lies ("the
+The durable state (:mod:`labmem.context.durable`) never enters the summarizer: it passes
+through unchanged and is rendered separately, beside the source resolver
+(:func:`labmem.context.sources.render_durable_context`), so a summarizer that lies ("the
 migration is done") can only change the summary, never the facts.
 
 No layer splits a ``tool_use`` from its ``tool_result`` (the layers that drop messages
 keep :func:`close_tool_pairs` of what they chose) or leaves an empty message, and
 a layer whose result is not smaller than its input is discarded (a marker can be longer
-than the short body it would replace).
-
-:func:`compaction_steps` is the loop itself: one :class:`LayerStep` per layer that ran,
-with the view it left and which messages it changed, so a reader can see what was
-truncated, deduplicated, pruned and summarized (:func:`outline_messages` says, per
-message, its role, turn, tokens and a short note).
+than the short body it would replace). Looking at what each layer did is the business of
+:mod:`labmem.context.trace`, not of this module.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from labmem.core.clock import format_timestamp, parse_timestamp
+from labmem.context.durable import DurableContextState
 from labmem.core.errors import InvalidInputError, LabmemError
-from labmem.core.render import BlockFormat, fixed, join_lines, require_choice, require_sha256
 from labmem.core.text import MESSAGE_ENVELOPE_TOKENS, estimate_tokens
-from labmem.core.validation import require_int, require_text
+from labmem.core.validation import require_int
 
 __all__ = [
-    "CompactionPolicy", "CompactionResult", "DurableContextState", "DurableFact", "PendingItem",
-    "RetrievalEvidence", "ToolProtocolError", "MessageViewLimitExceeded", "CompactionError",
-    "close_tool_pairs", "compact_context", "render_durable_context", "estimate_messages_tokens",
-    "validate_tool_protocol", "run_layer", "LAYERS", "LAYER_ACTIONS", "LayerStep",
-    "compaction_steps", "MessageOutline", "outline_messages", "DURABLE_FORMAT",
-    "SOURCE_STATUSES",
+    "CompactionPolicy", "CompactionResult", "ToolProtocolError", "MessageViewLimitExceeded",
+    "CompactionError", "close_tool_pairs", "compact_context", "estimate_messages_tokens",
+    "validate_tool_protocol", "run_layer", "LAYERS", "LAYER_ACTIONS",
 ]
 
 LAYERS = ("tool_result_truncation", "file_read_dedup", "turn_pruning", "conversation_summary")
@@ -89,7 +79,7 @@ class MessageViewLimitExceeded(CompactionError):
         )
 
 
-# -- policy and durable state -------------------------------------------------------
+# -- policy ---------------------------------------------------------------------------
 
 
 def _positive_int(value: Any, field: str) -> int:
@@ -121,139 +111,10 @@ class CompactionPolicy:
                                     f"{self.token_threshold}", "make hard_limit >= threshold")
 
 
-def _aware(value: datetime | str, field: str) -> datetime:
-    return parse_timestamp(value, field=field)
-
-
-def _pointer(value: Any, field: str) -> str:
-    require_text(value, field, max_chars=500)
-    return value
-
-
-@dataclass(frozen=True)
-class DurableFact:
-    """A confirmed fact: owned by its source, not by the conversation."""
-
-    fact_id: str
-    content: str
-    source_pointer: str
-    last_confirmed_at: datetime
-
-    def __post_init__(self) -> None:
-        require_text(self.fact_id, "fact.fact_id", max_chars=200)
-        require_text(self.content, "fact.content", max_chars=4_000)
-        _pointer(self.source_pointer, "fact.source_pointer")
-        object.__setattr__(self, "last_confirmed_at",
-                           _aware(self.last_confirmed_at, "fact.last_confirmed_at"))
-
-
-@dataclass(frozen=True)
-class PendingItem:
-    """Work that is not done until its source says so — a summary cannot close it."""
-
-    item_id: str
-    description: str
-    source_pointer: str
-    last_confirmed_at: datetime
-
-    def __post_init__(self) -> None:
-        require_text(self.item_id, "pending.item_id", max_chars=200)
-        require_text(self.description, "pending.description", max_chars=4_000)
-        _pointer(self.source_pointer, "pending.source_pointer")
-        object.__setattr__(self, "last_confirmed_at",
-                           _aware(self.last_confirmed_at, "pending.last_confirmed_at"))
-
-
-@dataclass(frozen=True)
-class RetrievalEvidence:
-    """A recall hit selected for this prompt, with its score and rank (s12)."""
-
-    memory_id: str
-    source_pointer: str
-    score: float
-    rank: int
-    captured_at: datetime
-    conflict_key: str | None = None
-
-    def __post_init__(self) -> None:
-        require_text(self.memory_id, "evidence.memory_id", max_chars=200)
-        _pointer(self.source_pointer, "evidence.source_pointer")
-        if (isinstance(self.score, bool) or not isinstance(self.score, (int, float))
-                or not math.isfinite(self.score)):
-            raise InvalidInputError("evidence.score",
-                                    f"must be a finite number, got {self.score!r}")
-        _positive_int(self.rank, "evidence.rank")
-        object.__setattr__(self, "captured_at", _aware(self.captured_at, "evidence.captured_at"))
-        if self.conflict_key is not None:
-            require_text(self.conflict_key, "evidence.conflict_key", max_chars=200)
-
-
-@dataclass(frozen=True)
-class DurableContextState:
-    """Everything that must survive compaction, each item with a source pointer."""
-
-    facts: tuple[DurableFact, ...] = ()
-    pending_items: tuple[PendingItem, ...] = ()
-    retrieval_evidence: tuple[RetrievalEvidence, ...] = ()
-
-    def __post_init__(self) -> None:
-        for name, kind, id_of in (("facts", DurableFact, lambda x: x.fact_id),
-                                  ("pending_items", PendingItem, lambda x: x.item_id),
-                                  ("retrieval_evidence", RetrievalEvidence,
-                                   lambda x: x.memory_id)):
-            items = tuple(getattr(self, name))
-            for item in items:
-                if not isinstance(item, kind):
-                    raise InvalidInputError(name, f"holds a {type(item).__name__}, "
-                                                  f"not a {kind.__name__}")
-            ids = [id_of(item) for item in items]
-            duplicates = sorted({i for i in ids if ids.count(i) > 1})
-            if duplicates:
-                raise InvalidInputError(name, f"ids must be unique, {duplicates[0]!r} repeats")
-            object.__setattr__(self, name, items)
-
-    def pointers(self) -> tuple[str, ...]:
-        """Every distinct source pointer, in render order."""
-        seen: dict[str, None] = {}
-        for item in (*self.facts, *self.pending_items, *self.retrieval_evidence):
-            seen.setdefault(item.source_pointer, None)
-        return tuple(seen)
-
-
-@dataclass(frozen=True)
-class LayerStep:
-    """One layer's turn in :func:`compaction_steps`: the view it left and what it changed.
-
-    ``outcome`` is ``"applied"`` (its result became the view), ``"unchanged"`` (it found
-    nothing to do — a summarizer that raised or returned no text lands here) or
-    ``"not smaller"`` (its result was discarded). Only an applied step changes the view:
-    otherwise ``messages`` is the view the layer was given. ``origin[i]`` is the index, in
-    the view the layer was given, of ``messages[i]``; ``None`` marks a message the layer
-    wrote (the summary). ``changes`` lists ``(index given, action, index now)`` for every
-    message the layer rewrote or removed, ``index now`` ``None`` when it was removed; the
-    action is :data:`LAYER_ACTIONS` of the layer.
-    """
-
-    name: str
-    outcome: str
-    tokens_before: int
-    tokens_after: int
-    messages: tuple[Message, ...]
-    origin: tuple[int | None, ...]
-    changes: tuple[tuple[int, str, int | None], ...]
-
-    @property
-    def applied(self) -> bool:
-        return self.outcome == "applied"
-
-
 @dataclass(frozen=True)
 class CompactionResult:
-    """The compacted copy of the messages, the untouched durable state, and the figures.
-
-    ``steps`` are the :class:`LayerStep` of every layer that ran, in order; the last
-    one's view is ``messages``.
-    """
+    """The compacted copy of the messages, the untouched durable state, and the figures
+    (``layer_tokens``: the view's tokens after each layer that ran, applied or not)."""
 
     messages: tuple[Message, ...]
     durable_state: DurableContextState
@@ -261,7 +122,6 @@ class CompactionResult:
     tokens_after: int
     applied_layers: tuple[str, ...]
     layer_tokens: tuple[tuple[str, int], ...] = field(default=())
-    steps: tuple[LayerStep, ...] = field(default=())
 
 
 # -- tokens and the tool protocol -----------------------------------------------------
@@ -443,6 +303,19 @@ def _over(messages: Sequence[Message], policy: CompactionPolicy) -> bool:
 
 
 CLEARED_PREFIX = "[tool_result cleared: "
+_LABEL_CHARS = 28
+
+
+def short_text(text: str, limit: int = _LABEL_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_label(use: dict[str, Any]) -> str:
+    """A tool call in a few words: its tool and its first text argument."""
+    values = [v for v in (use.get("input") or {}).values() if isinstance(v, str)]
+    return short_text(f"{use['name']} {values[0] if values else ''}".strip())
 
 
 def _clear_old_tool_results(messages: list[Message], policy: CompactionPolicy) -> list[Message]:
@@ -461,7 +334,7 @@ def _clear_old_tool_results(messages: list[Message], policy: CompactionPolicy) -
             if use is None:
                 continue
             text = _result_text(block)
-            what = _block_note(use)
+            what = call_label(use)
             marker = f"{CLEARED_PREFIX}{what} — {len(text):,} characters]"
             if estimate_tokens(marker) < estimate_tokens(text):
                 block["content"] = marker
@@ -568,233 +441,49 @@ def _check_arguments(policy: Any, summarizer: Any) -> CompactionPolicy:
     return policy
 
 
-def compaction_steps(messages: Sequence[Message], *, summarizer: Summarizer,
-                     policy: CompactionPolicy | None = None) -> tuple[LayerStep, ...]:
-    """The layers in order, each on the view the previous one left, as long as the view
-    is at or above ``policy.token_threshold`` — the loop :func:`compact_context` runs.
-
-    A layer's result replaces the view only if it differs and is smaller. Works on
-    copies; ``messages`` is never touched. Empty when the input is under the threshold.
-    """
-    policy = _check_arguments(policy, summarizer)
-    validate_tool_protocol(messages)
-    view = copy.deepcopy(list(messages))
-    tokens = estimate_messages_tokens(view)
-    steps: list[LayerStep] = []
-    for name in LAYERS:
-        if tokens < policy.token_threshold:
-            break
-        work = copy.deepcopy(view)
-        position = {id(message): i for i, message in enumerate(work)}
-        # the layers rewrite messages in place and drop or prepend whole messages, so a
-        # message's identity says where it came from
-        candidate = _LAYER_FUNCTIONS[name](work, policy, summarizer)
-        candidate_tokens = estimate_messages_tokens(candidate)
-        if candidate == view:
-            outcome = "unchanged"
-        elif candidate_tokens >= tokens:
-            outcome = "not smaller"
-        else:
-            outcome = "applied"
-        if outcome != "applied":
-            steps.append(LayerStep(name, outcome, tokens, tokens, tuple(view),
-                                   tuple(range(len(view))), ()))
-            continue
-        origin = tuple(position.get(id(message)) for message in candidate)
-        now = {given: i for i, given in enumerate(origin) if given is not None}
-        changes = tuple((i, LAYER_ACTIONS[name], now.get(i)) for i, message in enumerate(view)
-                        if i not in now or candidate[now[i]] != message)
-        steps.append(LayerStep(name, outcome, tokens, candidate_tokens, tuple(candidate),
-                               origin, changes))
-        view, tokens = candidate, candidate_tokens
-    return tuple(steps)
+def _layer_outcome(name: str, view: list[Message], tokens: int, policy: CompactionPolicy,
+                   summarizer: Summarizer, work: list[Message] | None = None
+                   ) -> tuple[str, list[Message], int]:
+    """Run one layer on a copy of ``view`` (or on ``work``, a copy the caller made):
+    ``("applied", its result, its tokens)`` when the result differs and is smaller, else
+    ``("unchanged" | "not smaller", view, tokens)``."""
+    candidate = _LAYER_FUNCTIONS[name](copy.deepcopy(view) if work is None else work, policy,
+                                       summarizer)
+    candidate_tokens = estimate_messages_tokens(candidate)
+    if candidate == view:
+        return "unchanged", view, tokens
+    if candidate_tokens >= tokens:
+        return "not smaller", view, tokens
+    return "applied", candidate, candidate_tokens
 
 
 def compact_context(messages: Sequence[Message], durable_state: DurableContextState, *,
                     summarizer: Summarizer,
                     policy: CompactionPolicy | None = None) -> CompactionResult:
-    """Compact a copy of ``messages``; ``durable_state`` passes through untouched."""
+    """Compact a copy of ``messages``; ``durable_state`` passes through untouched.
+
+    The layers run in order, each on the view the previous one left, as long as the view
+    is at or above ``policy.token_threshold``; a layer's result replaces the view only if
+    it differs and is smaller. At or above ``policy.hard_limit`` after that:
+    :class:`MessageViewLimitExceeded`, and nothing is returned.
+    """
     policy = _check_arguments(policy, summarizer)
     if not isinstance(durable_state, DurableContextState):
         raise InvalidInputError("durable_state", "must be a DurableContextState")
-    steps = compaction_steps(messages, policy=policy, summarizer=summarizer)
-    before = estimate_messages_tokens(messages)
-    view = list(steps[-1].messages) if steps else copy.deepcopy(list(messages))
-    tokens = steps[-1].tokens_after if steps else before
-    applied = tuple(step.name for step in steps if step.applied)
-    if tokens >= policy.hard_limit:
-        raise MessageViewLimitExceeded(before, tokens, policy.hard_limit, applied)
-    validate_tool_protocol(view)  # a layer that broke a pair is a bug: fail loudly
-    return CompactionResult(tuple(view), durable_state, before, tokens, applied,
-                            tuple((step.name, step.tokens_after) for step in steps),
-                            tuple(steps))
-
-
-# -- looking at a view -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MessageOutline:
-    """One message as a reader looks at it: where it is, who speaks, what it costs.
-
-    ``role`` is ``"tool"`` for a user message that holds only tool results; ``turn`` counts
-    the turn starts (user messages that are not only tool results) up to this message, 0
-    before the first; ``tokens`` include the message envelope, so a view's outlines sum to
-    :func:`estimate_messages_tokens`; ``note`` is a short label (the compaction markers are
-    named: ``cut``, ``superseded``, ``summary of N messages``); ``text`` is every block's
-    text, as the summarizer would see it.
-    """
-
-    index: int
-    turn: int
-    role: str
-    tokens: int
-    note: str
-    text: str
-
-
-_NOTE_CHARS = 28
-
-
-def _short(text: str, limit: int = _NOTE_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _block_note(block: dict[str, Any]) -> str:
-    kind = block["type"]
-    if kind == "tool_use":
-        values = [v for v in (block.get("input") or {}).values() if isinstance(v, str)]
-        return _short(f"{block['name']} {values[0] if values else ''}".strip())
-    if kind == "tool_result":
-        text = _result_text(block)
-        mark = (", cut" if "[tool_result_truncation: cut" in text
-                else ", superseded" if text.startswith("[file_read_dedup: superseded")
-                else ", cleared" if text.startswith(CLEARED_PREFIX)
-                else "")
-        return f"result of {block['tool_use_id']}{mark}"
-    text = block["text"]
-    if text.startswith(SUMMARY_PREFIX):
-        return "summary of " + text[len(SUMMARY_PREFIX):].split(" ", 1)[0] + \
-            " messages"
-    return _short(repr(text), _NOTE_CHARS)
-
-
-def outline_messages(messages: Sequence[Message]) -> tuple[MessageOutline, ...]:
-    """A :class:`MessageOutline` per message, in order (for tables and message-view plots)."""
     validate_tool_protocol(messages)
-    starts = set(_turn_starts(messages))
-    outlines, turn = [], 0
-    for i, message in enumerate(messages):
-        blocks = _blocks(message)
-        turn += i in starts
-        role = ("tool" if message["role"] == "user"
-                and all(b["type"] == "tool_result" for b in blocks) else message["role"])
-        outlines.append(MessageOutline(
-            i, turn, role, estimate_messages_tokens([message]),
-            "; ".join(_block_note(b) for b in blocks),
-            " | ".join(_block_text(b) for b in blocks)))
-    return tuple(outlines)
-
-
-# -- rendering the durable state -------------------------------------------------------
-
-
-#: The durable context's line format, ``- [fact ID] text (source=…; …; source_status=…)``:
-#: stored text never prints a raw ``[``, ``]`` or ``=`` (so it cannot close an item's head,
-#: open another item, or forge an attribute or a status marker), markup is escaped, and
-#: line breaks and control characters become ``\\uXXXX`` (:mod:`labmem.core.render`).
-DURABLE_FORMAT = BlockFormat("durable_context", reserved="[]=", markup=True)
-#: The five states of a source resolution (:class:`~labmem.context.sources.SourceResolution`).
-SOURCE_STATUSES = ("available", "missing", "denied", "corrupt", "unsupported")
-
-
-def _one_line(text: str, field: str = "text") -> str:
-    """Stored text as one field of a durable-context line (see :data:`DURABLE_FORMAT`)."""
-    return DURABLE_FORMAT.text(text, field)
-
-
-def _status(pointer: str, resolutions: Mapping[str, Any] | None) -> str:
-    if resolutions is None:
-        return "source_status=unverified; evidence_unavailable=true"
-    resolution = resolutions[pointer]
-    if resolution.status == "available":
-        return f"source_status=available; evidence_sha256={resolution.evidence_sha256}"
-    return f"source_status={resolution.status}; evidence_unavailable=true"
-
-
-def _check_resolution(index: int, resolution: Any) -> None:
-    """A resolution prints a status and maybe a digest: both must be ones the format knows.
-
-    The resolution type itself stays permissive (tests and callers build their own); what
-    is printed is checked here: a status that is not one of the five, or a digest that is
-    not a full SHA-256 (a newline in it would start a forged line), is refused.
-    """
-    where = f"source_resolutions[{index}]"
-    status = require_choice(getattr(resolution, "status", None), f"{where}.status",
-                            SOURCE_STATUSES)
-    digest = getattr(resolution, "evidence_sha256", None)
-    if status == "available" or digest is not None:
-        require_sha256(digest, f"{where}.evidence_sha256")
-
-
-def _index_resolutions(state: DurableContextState,
-                       source_resolutions: Sequence[Any] | None) -> Mapping[str, Any] | None:
-    if source_resolutions is None:
-        return None
-    by_pointer: dict[str, Any] = {}
-    for index, resolution in enumerate(source_resolutions):
-        _check_resolution(index, resolution)
-        pointer = getattr(resolution, "pointer", None)
-        if pointer in by_pointer:
-            raise InvalidInputError("source_resolutions", f"{pointer!r} is resolved twice")
-        by_pointer[pointer] = resolution
-    wanted = set(state.pointers())
-    if set(by_pointer) != wanted:
-        missing = sorted(wanted - set(by_pointer))
-        extra = sorted(set(by_pointer) - wanted)
-        raise InvalidInputError("source_resolutions",
-                                f"need exactly one per durable pointer; missing {missing}, "
-                                f"unexpected {extra}",
-                                "resolve state.pointers() afresh for this prompt")
-    return by_pointer
-
-
-def render_durable_context(state: DurableContextState,
-                           source_resolutions: Sequence[Any] | None = None) -> str:
-    """The durable state as a prompt block: one escaped line per item, with its source
-    pointer and whether that source was verified for *this* assembly.
-
-    Stored text is printed through :data:`DURABLE_FORMAT`, so no content, id or pointer can
-    produce a line, an item head, an attribute or a status marker. Each resolution must
-    have one of the five :data:`SOURCE_STATUSES` and, when it prints a digest, a full
-    SHA-256; anything else raises :class:`~labmem.core.errors.InvalidInputError`.
-    """
-    if not isinstance(state, DurableContextState):
-        raise InvalidInputError("state", "must be a DurableContextState")
-    resolved = _index_resolutions(state, source_resolutions)
-    lines = ["<durable_context>", "confirmed facts:"]
-    for f in state.facts:
-        lines.append(f"- [fact {_one_line(f.fact_id, 'fact.fact_id')}] "
-                     f"{_one_line(f.content, 'fact.content')} "
-                     f"(source={_one_line(f.source_pointer, 'fact.source_pointer')}; "
-                     f"last_confirmed_at={format_timestamp(f.last_confirmed_at)}; "
-                     f"{_status(f.source_pointer, resolved)})")
-    lines.append("pending items (open until their source says otherwise):")
-    for p in state.pending_items:
-        lines.append(f"- [pending {_one_line(p.item_id, 'pending.item_id')}] "
-                     f"{_one_line(p.description, 'pending.description')} "
-                     f"(source={_one_line(p.source_pointer, 'pending.source_pointer')}; "
-                     f"last_confirmed_at={format_timestamp(p.last_confirmed_at)}; "
-                     f"{_status(p.source_pointer, resolved)})")
-    lines.append("retrieval evidence:")
-    for e in state.retrieval_evidence:
-        conflict = ("" if e.conflict_key is None
-                    else f"; conflict_key={_one_line(e.conflict_key, 'evidence.conflict_key')}")
-        lines.append(f"- [memory {_one_line(e.memory_id, 'evidence.memory_id')}] "
-                     f"rank={e.rank} score={fixed(e.score, 'evidence.score')} "
-                     f"(source={_one_line(e.source_pointer, 'evidence.source_pointer')}; "
-                     f"captured_at={format_timestamp(e.captured_at)}{conflict}; "
-                     f"{_status(e.source_pointer, resolved)})")
-    lines.append("</durable_context>")
-    return join_lines(lines, "durable_context")
+    before = estimate_messages_tokens(messages)
+    view, tokens = copy.deepcopy(list(messages)), before
+    applied: list[str] = []
+    layer_tokens: list[tuple[str, int]] = []
+    for name in LAYERS:
+        if tokens < policy.token_threshold:
+            break
+        outcome, view, tokens = _layer_outcome(name, view, tokens, policy, summarizer)
+        layer_tokens.append((name, tokens))
+        if outcome == "applied":
+            applied.append(name)
+    if tokens >= policy.hard_limit:
+        raise MessageViewLimitExceeded(before, tokens, policy.hard_limit, tuple(applied))
+    validate_tool_protocol(view)  # a layer that broke a pair is a bug: fail loudly
+    return CompactionResult(tuple(view), durable_state, before, tokens, tuple(applied),
+                            tuple(layer_tokens))

@@ -5,10 +5,12 @@ one line in the notebook: ``✓`` with why it is right, ``✗`` with a hint, or 
 reminder when the answer is still ``None``. Checkers never raise on a wrong answer,
 so a learner can try again in the same cell.
 
-Two kinds of exercise: *predict* (the learner answers a question with a value) and *build*
-(:mod:`labmem.exercises.build`: the learner writes a chapter's key mechanism as a function,
-and the checker compares it with the library's own on generated inputs).
-:func:`build_exercises` lists every build exercise of the series.
+Three kinds of exercise: *predict* (the learner answers a question with a value); *build
+the layer* (the learner writes the key pieces of the chapter's from-scratch module, and the
+layer's contract suite, :mod:`labmem.exercises.contracts`, judges the assembled layer
+contract by contract); and *build one function* (:mod:`labmem.exercises.build`: the learner
+writes one mechanism, and the checker compares it with the library's own on generated
+inputs). :func:`layer_exercises` and :func:`build_exercises` list them for the series.
 """
 
 from __future__ import annotations
@@ -47,3 +49,35 @@ def build_exercises() -> tuple:
 
     return tuple(exercise for name in CHAPTER_MODULES
                  for exercise in importlib.import_module(f"labmem.exercises.{name}").BUILD)
+
+
+#: the exercise modules with a build-the-layer exercise, in reading order, and how the
+#: chapter map names them
+LAYER_CHAPTERS = {"s09": "s09", "s10": "s10", "s11": "s11", "s12": "s12", "s12b": "s12b",
+                  "s13": "s13", "s14_compaction": "s14", "walkthrough": "walkthrough",
+                  "story": "case study", "s15": "s15"}
+
+
+@dataclass(frozen=True)
+class LayerExercise:
+    """One chapter's build-the-layer exercise: the pieces the learner writes (as
+    :func:`~labmem.exercises.contracts.assemble` names them) and the suite that judges it."""
+
+    module: str
+    chapter: str
+    pieces: tuple[str, ...]
+    suite: object  # a ContractSuite
+
+    @property
+    def contracts(self) -> int:
+        return len(self.suite.contracts)
+
+
+def layer_exercises() -> tuple[LayerExercise, ...]:
+    """Every chapter's build-the-layer exercise, in reading order."""
+    import importlib
+
+    return tuple(LayerExercise(name, label,
+                               tuple(importlib.import_module(f"labmem.exercises.{name}").PIECES),
+                               importlib.import_module(f"labmem.exercises.suites.{name}").SUITE)
+                 for name, label in LAYER_CHAPTERS.items())

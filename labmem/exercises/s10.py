@@ -193,6 +193,9 @@ def check_after_crash(answer: tuple[bool, bool] | None) -> Feedback:
 
 # -- build the layer yourself --------------------------------------------------------------
 
+PIECES = ("is_promotable", "judge_rivals", "resolve")
+
+
 def check_layer(*, is_promotable: Any = None, judge_rivals: Any = None,
                 resolve: Any = None) -> ContractReport:
     """Put the learner's pieces into a fresh copy of the from-scratch module and run the

@@ -1,9 +1,13 @@
 """Checkers for the s13 exercises (artifacts: thresholds, cleanup, reconciliation).
 
-Each checker compares the learner's answer with what the real library does on a
-throw-away session, not with a hand-written copy of the answer. ``BUILD`` holds the
-build-it-yourself exercise: the cleanup rule for one file, checked against
-:func:`labmem.artifacts.cleanup_reason`.
+Three predict exercises: each checker compares the learner's answer with what the real
+library does on a throw-away session, not with a hand-written copy of the answer. One
+build exercise: the learner writes three pieces of the chapter's from-scratch layer
+(:mod:`labmem.scratch.s13`): externalizing an output, the lease's next state, the cleanup
+rule for one file; :func:`check_layer` puts them into the module and runs the layer's
+contract suite (:mod:`labmem.exercises.suites.s13`) on it. Then the measured comparison of
+the module with the library (:func:`measure_journal`, :func:`hand_edits`,
+:func:`cleanup_races`, :func:`pending_after_restart`).
 """
 
 from __future__ import annotations
@@ -14,22 +18,20 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from hypothesis import strategies as st
-
 from labmem.artifacts import (
-    ArtifactFacts,
     ExternalizationPolicy,
     LeaseJournal,
-    LeasePhase,
     OwnerStatus,
     RetentionClaim,
     ToolResultExternalizer,
-    cleanup_reason,
+    apply_cleanup,
     plan_cleanup,
 )
 from labmem.core.clock import FixedClock, parse_timestamp
 from labmem.exercises import Feedback, not_answered
-from labmem.exercises.build import BuildExercise
+from labmem.exercises.contracts import ContractReport, assemble
+from labmem.exercises.suites.s13 import SUITE
+from labmem.scratch import s13 as scratch
 
 T0 = parse_timestamp("2026-08-01T00:00:00Z", field="T0")
 
@@ -196,42 +198,206 @@ def check_reconciled(answer: Any) -> Feedback:
                     "(sealed first) aborts")
 
 
-# -- build it yourself: the cleanup rule for one file ---------------------------------------
+# -- building the layer ------------------------------------------------------------------
 
-_DIGESTS = ("sha-A", "sha-B")
-_HOURS = timedelta(hours=1)
-
-
-def _hours(value: timedelta) -> str:
-    return f"{value / _HOURS:g} h"
+#: The pieces of the chapter's module the learner writes in Exercise 4, in order.
+PIECES = ("externalize", "next_lease", "cleanup_reason")
 
 
-def describe_facts(args: tuple) -> str:
-    """One counterexample as the learner would write it, with ages in hours."""
-    facts, ttl = args
-    leases = ", ".join(f"({phase.value!r}, {digest!r})" for phase, digest in facts.leases)
-    trail = "," if len(facts.leases) == 1 else ""
-    age = "None" if facts.age is None else _hours(facts.age)
-    return (f"ArtifactFacts(file_type={facts.file_type!r}, recorded_sha256="
-            f"{facts.recorded_sha256!r}, sha256={facts.sha256!r}, age={age}, "
-            f"leases=({leases}{trail})) with orphan_ttl={_hours(ttl)}")
+def check_layer(**pieces: Any) -> ContractReport:
+    """Exercise 4: the chapter's from-scratch artifact layer with the learner's own pieces
+    (``externalize=...``, ``next_lease=...``, ``cleanup_reason=...``) put in place of the
+    module's, judged by the whole layer's contract suite. A piece left as ``None`` keeps
+    the module's own version."""
+    unknown = sorted(set(pieces) - set(PIECES))
+    if unknown:
+        raise TypeError(f"check_layer() takes {', '.join(PIECES)}; not {unknown[0]!r}")
+    given = {name: piece for name, piece in pieces.items() if piece is not None}
+    return SUITE.run(assemble(scratch, given), who="your")
 
 
-_FACTS = st.builds(
-    ArtifactFacts,
-    file_type=st.sampled_from(("file", "symlink", "other")),
-    recorded_sha256=st.one_of(st.sampled_from(_DIGESTS), st.none()),
-    sha256=st.sampled_from(_DIGESTS),
-    age=st.integers(0, 72).map(lambda hours: hours * _HOURS),
-    leases=st.lists(st.tuples(st.sampled_from(list(LeasePhase)), st.sampled_from(_DIGESTS)),
-                    max_size=3).map(tuple),
-)
+#: Single-function build exercises: none. The cleanup rule for one file is one of the three
+#: pieces of Exercise 4, judged with the rest of the layer by its contract suite.
+BUILD: tuple = ()
 
-BUILD = (
-    BuildExercise(
-        chapter="s13", name="cleanup reason for one file", reference=cleanup_reason,
-        inputs=st.tuples(_FACTS, st.sampled_from((0, 12, 24, 48)).map(lambda h: h * _HOURS)),
-        hint="go through the rules in the order Stage 3 lists them; the first that applies "
-             "decides",
-        describe=describe_facts),
-)
+
+# -- from scratch vs the library, measured -------------------------------------------------
+
+def _output(label: str) -> str:
+    return "".join(f"{label} line {n:04d}\n" for n in range(3_000))
+
+
+class _CountingJournal(LeaseJournal):
+    """The library's journal, counting the stored records it decodes."""
+
+    decoded = 0
+
+    def _decode(self, line_number: int, obj: dict[str, Any]) -> Any:
+        type(self).decoded += 1
+        return super()._decode(line_number, obj)
+
+
+def measure_journal(directory: Path, *, transactions: int = 100) -> dict[str, dict[str, int]]:
+    """``transactions`` leases, each prepared then committed, by one journal instance per
+    implementation: the records each one decodes doing it, and the bytes it stores."""
+    counts = {"records": 0}
+
+    def counting_read(path: Path) -> list[dict[str, Any]]:
+        records = scratch.read_lines(path)
+        counts["records"] += len(records)
+        return records
+
+    module = assemble(scratch, {"read_lines": counting_read})
+    results: dict[str, dict[str, int]] = {}
+    session = Path(directory) / "journal-scratch"
+    ref = module.externalize(session, _output("log"), "bash", FixedClock(T0)).artifact
+    journal = module.LeaseJournal(session, clock=FixedClock(T0))
+    counts["records"] = 0
+    for n in range(transactions):
+        journal.prepare(module.claim_for(f"tx-{n}", ref))
+        journal.commit(f"tx-{n}")
+    stored = (session / "leases.jsonl").stat().st_size
+    results["from scratch"] = {"records stored": 2 * transactions,
+                               "records decoded": counts["records"],
+                               "bytes per record": stored // (2 * transactions)}
+
+    session = Path(directory) / "journal-library"
+    ref = ToolResultExternalizer(session, clock=FixedClock(T0)).externalize(
+        _output("log"), "bash").artifact
+    library = _CountingJournal(session, clock=FixedClock(T0))
+    _CountingJournal.decoded = 0
+    for n in range(transactions):
+        library.prepare(RetentionClaim.for_reference(f"tx-{n}", ref))
+        library.commit(f"tx-{n}")
+    stored = (session / "leases.jsonl").stat().st_size
+    results["library"] = {"records stored": 2 * transactions,
+                          "records decoded": _CountingJournal.decoded,
+                          "bytes per record": stored // (2 * transactions)}
+    return results
+
+
+#: the hand edits :func:`hand_edits` makes to a journal of two leases
+EDITS = ("an aborted lease edited to committed", "the last record cut off")
+
+
+def hand_edits(directory: Path) -> list[dict[str, str]]:
+    """Each of :data:`EDITS` on each implementation's journal (tx-1 committed, tx-2
+    aborted): what a fresh journal then reads (tx-2's phase, how many leases) or refuses."""
+    rows = []
+    for edit in EDITS:
+        row = {"hand edit": edit}
+        for label, impl in (("from scratch", scratch), ("library", None)):
+            session = Path(directory) / "edits" / f"{label.replace(' ', '-')}-{len(rows)}"
+            if impl is None:
+                ref = ToolResultExternalizer(session, clock=FixedClock(T0)).externalize(
+                    _output("log"), "bash").artifact
+                journal: Any = LeaseJournal(session, clock=FixedClock(T0))
+                claim = RetentionClaim.for_reference
+            else:
+                ref = scratch.externalize(session, _output("log"), "bash",
+                                          FixedClock(T0)).artifact
+                journal = scratch.LeaseJournal(session, clock=FixedClock(T0))
+                claim = scratch.claim_for
+            journal.prepare(claim("tx-1", ref))
+            journal.commit("tx-1")
+            journal.prepare(claim("tx-2", ref))
+            journal.abort("tx-2")
+            path = session / "leases.jsonl"
+            lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+            if edit == EDITS[0]:
+                lines[3] = lines[3].replace('"aborted"', '"committed"')
+            else:
+                lines = lines[:-1]
+            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            fresh = (LeaseJournal(session) if impl is None else scratch.LeaseJournal(session))
+            try:
+                leases = fresh.leases()
+                phase = getattr(leases["tx-2"].phase, "value", leases["tx-2"].phase)
+                row[label] = f"accepted: tx-2 {phase}"
+            except Exception as exc:  # the library's refusal is the point
+                row[label] = f"refused: {type(exc).__name__}"
+        rows.append(row)
+    return rows
+
+
+#: what happens to a planned orphan between :func:`plan_cleanup` and :func:`apply_cleanup`
+RACES = ("a reference is published to it", "its bytes are rewritten")
+
+
+def cleanup_races(directory: Path) -> list[dict[str, str]]:
+    """Plan a cleanup of one expired orphan, let one of :data:`RACES` happen, then apply:
+    whether each implementation deleted the file."""
+    rows = []
+    for race in RACES:
+        row = {"between plan and apply": race}
+        for label in ("from scratch", "library"):
+            session = Path(directory) / "races" / f"{label.replace(' ', '-')}-{len(rows)}"
+            clock = FixedClock(T0)
+            library = label == "library"
+            if library:
+                ref = ToolResultExternalizer(session, clock=clock).externalize(
+                    _output("orphan"), "bash").artifact
+                journal: Any = LeaseJournal(session, clock=clock)
+                plan: Any = plan_cleanup(journal=journal, now=T0 + timedelta(days=2))
+            else:
+                ref = scratch.externalize(session, _output("orphan"), "bash", clock).artifact
+                journal = scratch.LeaseJournal(session, clock=clock)
+                plan = scratch.plan_cleanup(session, T0 + timedelta(days=2), timedelta(days=1))
+            body = session / "tool-results" / ref.filename
+            if race == RACES[0]:
+                claim = (RetentionClaim.for_reference if library else scratch.claim_for)(
+                    "tx-late", ref)
+                journal.publish_reference(claim, lambda c: "memory entry")
+            else:
+                body.unlink()
+                body.write_text("new evidence under the old name", encoding="utf-8")
+            if library:
+                apply_cleanup(plan, journal=journal, now=T0 + timedelta(days=2))
+            else:
+                scratch.apply_cleanup(session, plan)
+            row[label] = "kept" if body.exists() else "deleted"
+        rows.append(row)
+    return rows
+
+
+class _AnsweringOwner:
+    """A memory that answers ``published`` for tx-1 and ``absent`` for everything else."""
+
+    def __init__(self, claim: RetentionClaim) -> None:
+        self.claim, self.generation = claim, 0
+
+    def status(self, transaction_id: str) -> OwnerStatus:
+        if transaction_id == self.claim.transaction_id:
+            return OwnerStatus("published", self.claim.source_id, self.claim.sha256)
+        return OwnerStatus("absent")
+
+    def seal_absent(self, transaction_id: str) -> int:
+        self.generation += 1
+        return self.generation
+
+
+def pending_after_restart(directory: Path) -> dict[str, int]:
+    """Two publications crash between prepare and commit (the memory holds tx-1, not
+    tx-2). After a restart: leases still pending in the module (it has no way to ask the
+    memory) and in the library after ``reconcile_pending``."""
+    out = {}
+    for label in ("from scratch", "library"):
+        session = Path(directory) / "pending" / label.replace(" ", "-")
+        if label == "library":
+            ref = ToolResultExternalizer(session, clock=FixedClock(T0)).externalize(
+                _output("log"), "bash").artifact
+            claims = [RetentionClaim.for_reference(f"tx-{n}", ref) for n in (1, 2)]
+            for claim in claims:
+                LeaseJournal(session, clock=FixedClock(T0)).prepare(claim)  # ... a crash
+            fresh = LeaseJournal(session, clock=FixedClock(T0))
+            fresh.reconcile_pending(_AnsweringOwner(claims[0]))
+            leases = fresh.leases()
+        else:
+            ref = scratch.externalize(session, _output("log"), "bash", FixedClock(T0)).artifact
+            for n in (1, 2):
+                scratch.LeaseJournal(session, clock=FixedClock(T0)).prepare(
+                    scratch.claim_for(f"tx-{n}", ref))
+            leases = scratch.LeaseJournal(session).leases()
+        out[label] = sum(getattr(lease.phase, "value", lease.phase) == "prepared"
+                         for lease in leases.values())
+    return out

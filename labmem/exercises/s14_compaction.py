@@ -1,20 +1,21 @@
-"""Checkers for the s14 compaction exercises (layers, pointer statuses, tool rounds, tool
-pairs).
+"""Checkers for the s14 compaction exercises (layers, pointer statuses, the threshold, tool
+rounds) and the build exercise.
 
-Each checker works its answer out with the real library — a compaction of its own small
-conversation, pointers resolved against a throw-away session — never from a stored copy.
-``BUILD`` holds the build-it-yourself exercise: keeping tool pairs whole, checked against
-:func:`labmem.context.close_tool_pairs`.
+Each predict checker works its answer out with the real library — a compaction of its own
+small conversation, pointers resolved against a throw-away session — never from a stored
+copy. In Exercise 4 the learner writes three pieces of the chapter's from-scratch module
+(:mod:`labmem.scratch.s14_compaction`): keeping tool pairs whole, clearing old tool results,
+summarizing older tool rounds; :func:`check_layer` puts them into the module and runs the
+layer's contract suite (:mod:`labmem.exercises.suites.s14_compaction`) on it. The section
+at the end measures the module beside the library.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from hypothesis import strategies as st
 
 from labmem.artifacts import ToolResultExternalizer
 from labmem.context import (
@@ -22,7 +23,6 @@ from labmem.context import (
     CompactionPolicy,
     DurableContextState,
     SourcePointerResolver,
-    close_tool_pairs,
     compact_context,
     compaction_steps,
     estimate_messages_tokens,
@@ -30,7 +30,9 @@ from labmem.context import (
 )
 from labmem.core.clock import FixedClock
 from labmem.exercises import Feedback, not_answered
-from labmem.exercises.build import BuildExercise, show
+from labmem.exercises.contracts import ContractReport, assemble
+from labmem.exercises.suites.s14_compaction import SUITE
+from labmem.scratch import s14_compaction as scratch
 
 Message = dict[str, Any]
 
@@ -248,73 +250,153 @@ def check_cleared(answer: Any) -> Feedback:
     return Feedback(name, False, "count the rounds, then subtract the ones kept in full")
 
 
-# -- build it yourself: keep tool pairs whole -----------------------------------------------
+# -- building the layer ------------------------------------------------------------------
 
-@st.composite
-def tool_conversations(draw: st.DrawFn) -> list[Message]:
-    """Valid conversations in which calls may be answered late, several at a time."""
-    messages: list[Message] = [_user("start")]
-    open_calls: list[str] = []
-    made = 0
-    for _ in range(draw(st.integers(0, 6))):
-        kind = draw(st.sampled_from(("call", "answer", "user", "assistant")))
-        if kind == "call":
-            count = draw(st.integers(1, 2))
-            ids = [f"t{made + k + 1}" for k in range(count)]
-            made += count
-            messages.append({"role": "assistant", "content": [
-                {"type": "tool_use", "id": i, "name": "bash", "input": {}} for i in ids]})
-            open_calls += ids
-        elif kind == "answer" and open_calls:
-            ids = draw(st.lists(st.sampled_from(open_calls), min_size=1, unique=True))
-            messages.append(_answers(ids, with_text=draw(st.booleans())))
-            open_calls = [i for i in open_calls if i not in ids]
-        elif kind == "user":
-            messages.append(_user("more"))
-        else:
-            messages.append(_assistant("ok"))
-    if open_calls:
-        messages.append(_answers(open_calls, with_text=False))
+#: The pieces of the chapter's module the learner writes in Exercise 4, in order.
+PIECES = ("close_tool_pairs", "clear_old_tool_results", "summarize_rounds")
+
+
+def check_layer(**pieces: Any) -> ContractReport:
+    """Exercise 4: the chapter's from-scratch compaction with the learner's own pieces
+    (``close_tool_pairs=...``, ``clear_old_tool_results=...``, ``summarize_rounds=...``) put
+    in place of the module's, judged by the whole layer's contract suite. A piece left as
+    ``None`` keeps the module's own version."""
+    unknown = sorted(set(pieces) - set(PIECES))
+    if unknown:
+        raise TypeError(f"check_layer() takes {', '.join(PIECES)}; not {unknown[0]!r}")
+    given = {name: piece for name, piece in pieces.items() if piece is not None}
+    return SUITE.run(assemble(scratch, given), who="your")
+
+
+#: Single-function build exercises: none. Keeping tool pairs whole is one of the three
+#: pieces of Exercise 4, judged with the rest of the layer by its contract suite.
+BUILD: tuple = ()
+
+
+# -- from scratch vs the library, measured -------------------------------------------------
+
+def rereading_session(turns: int = 20) -> list[Message]:
+    """``turns`` turns of a session that reads three files over and over and runs the
+    tests: the case file-read dedup and turn pruning are for."""
+    body = {f"src/{name}.py": "\n".join(f"def {name}_{i}(): return {i}" for i in range(40))
+            for name in ("db", "queue", "billing")}
+    paths = sorted(body)
+    messages: list[Message] = []
+    for n in range(turns):
+        path = paths[n % 3]
+        messages += [_user(f"Step {n}: check {path}."), _call(f"r{n}", "read_file", path=path),
+                     _result(f"r{n}", body[path]), _call(f"b{n}", "bash", cmd="pytest -q"),
+                     _result(f"b{n}", "".join(f"test_{i:03d} PASSED\n" for i in range(60))),
+                     _assistant(f"Step {n} done.")]
     return messages
 
 
-def _answers(ids: Sequence[str], *, with_text: bool) -> Message:
-    blocks: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": i, "content": "ok"}
-                                    for i in ids]
-    if with_text:
-        blocks.append({"type": "text", "text": "and a question"})
-    return {"role": "user", "content": blocks}
+def forty_rounds() -> list[Message]:
+    """One instruction, forty tool rounds of 4,000 characters, the answer."""
+    messages = [_user("Port the billing service to the new queue; keep every test green.")]
+    for r in range(40):
+        messages += [_call(f"t{r}", "read_file" if r % 2 else "bash", path=f"src/m{r}.py"),
+                     _result(f"t{r}", f"output {r} " + "x" * 4_000)]
+    return messages + [_assistant("All tests pass.")]
 
 
-@st.composite
-def _pairs_inputs(draw: st.DrawFn) -> tuple[list[Message], frozenset[int]]:
-    messages = draw(tool_conversations())
-    keep = draw(st.frozensets(st.integers(0, len(messages) - 1)))
-    return messages, keep
+#: workload → (its messages, its policy settings)
+WORKLOADS: dict[str, tuple[Callable[[], list[Message]], dict[str, Any]]] = {
+    "forty tool rounds": (forty_rounds, {"token_threshold": 2_000, "hard_limit": 8_000,
+                                         "file_read_tools": ()}),
+    "twenty turns, files re-read": (rereading_session, {"token_threshold": 3_000,
+                                                        "hard_limit": 12_000,
+                                                        "max_tool_result_tokens": 200}),
+    "Exercise 1 at threshold 100": (exercise_messages, {"token_threshold": 100,
+                                                        **EXERCISE_1_POLICY}),
+}
 
 
-def outline(message: Message) -> str:
-    """One message in a line: its role and its blocks (tool blocks with their ids)."""
-    content = message["content"]
-    if isinstance(content, str):
-        return f"{message['role']} {show(content)}"
-    parts = [f"{b['type']} {b.get('id') or b.get('tool_use_id')}" if b["type"] != "text"
-             else "text" for b in content]
-    return f"{message['role']} [{', '.join(parts)}]"
+class _CountingSummarizer:
+    """A fixed, honest summary, counting how often it was asked."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, text: str) -> str:
+        self.calls += 1
+        return "The earlier work is summarized here."
 
 
-def describe_pairs(args: tuple) -> str:
-    """A counterexample as numbered messages (index: role [blocks]) and the keep set."""
-    messages, keep = args
-    listed = " | ".join(f"{i}: {outline(m)}" for i, m in enumerate(messages))
-    return f"messages {listed}; keep={sorted(keep)}"
+def compare_work() -> list[dict[str, Any]]:
+    """Each workload compacted by the from-scratch module and by the library, with the same
+    policy and summarizer: the figures, whether the views are equal, the summarizer calls,
+    and the trace only the library keeps (layer steps, message changes recorded)."""
+    rows = []
+    for label, (make, settings) in WORKLOADS.items():
+        messages = make()
+        calls = {"scratch": _CountingSummarizer(), "library": _CountingSummarizer()}
+        mine = scratch.compact_context(messages, scratch.DurableContextState(),
+                                       summarizer=calls["scratch"],
+                                       policy=scratch.CompactionPolicy(**settings))
+        library = compact_context(messages, DurableContextState(), summarizer=calls["library"],
+                                  policy=CompactionPolicy(**settings))
+        steps = compaction_steps(messages, summarizer=exercise_summarizer,
+                                 policy=CompactionPolicy(**settings))
+        rows.append({
+            "workload": label, "messages": len(messages), "tokens before": mine.tokens_before,
+            "after (scratch)": mine.tokens_after, "after (library)": library.tokens_after,
+            "same view": list(mine.messages) == list(library.messages),
+            "summarizer calls (scratch / library)":
+                f"{calls['scratch'].calls} / {calls['library'].calls}",
+            "steps traced (library)": len(steps),
+            "message changes traced (library)": sum(len(s.changes) for s in steps),
+        })
+    return rows
 
 
-BUILD = (
-    BuildExercise(
-        chapter="s14 compaction", name="keep tool pairs whole", reference=close_tool_pairs,
-        inputs=_pairs_inputs(),
-        hint="a tool_use and its tool_result are kept or dropped together, and a message "
-             "you add may bring pairs of its own",
-        project=lambda kept: sorted(kept), describe=describe_pairs),
-)
+def _hard_inputs() -> list[tuple[str, Callable[[Any], Any]]]:
+    """Inputs the from-scratch module lets through, each as a call on an implementation
+    (the module or :mod:`labmem.context`)."""
+    talk = [_user("Hello."), _assistant("Hi.")]
+
+    def policy(impl: Any, **settings: Any) -> Any:
+        return impl.CompactionPolicy(**settings)
+
+    def state(impl: Any) -> Any:
+        return impl.DurableContextState()
+
+    return [
+        ("a policy whose hard_limit is below its threshold",
+         lambda impl: impl.compact_context(talk, state(impl), summarizer=exercise_summarizer,
+                                           policy=policy(impl, token_threshold=1_000,
+                                                         hard_limit=10))),
+        ("a message with the role 'system'",
+         lambda impl: impl.compact_context([{"role": "system", "content": "Be brief."}, *talk],
+                                           state(impl), summarizer=exercise_summarizer)),
+        ("a message whose content is an empty list",
+         lambda impl: impl.compact_context([*talk, {"role": "user", "content": []}],
+                                           state(impl), summarizer=exercise_summarizer)),
+        ("a summarizer that is not callable",
+         lambda impl: impl.compact_context(talk, state(impl), summarizer="summarize it")),
+        ("a durable state holding a plain string as a fact",
+         lambda impl: impl.compact_context(talk, impl.DurableContextState(
+             facts=("The store runs SQLite.",)), summarizer=exercise_summarizer)),
+    ]
+
+
+class _Library:
+    compact_context = staticmethod(compact_context)
+    CompactionPolicy = CompactionPolicy
+    DurableContextState = DurableContextState
+
+
+def validation_outcomes() -> list[dict[str, str]]:
+    """What each implementation does with :func:`_hard_inputs`: the error it raises (by
+    class name) or ``returned`` (it compacted, or returned the view unchanged)."""
+    rows = []
+    for label, attempt in _hard_inputs():
+        row = {"input": label}
+        for who, impl in (("from scratch", scratch), ("library", _Library)):
+            try:
+                attempt(impl)
+                row[who] = "returned"
+            except Exception as exc:
+                row[who] = type(exc).__name__
+        rows.append(row)
+    return rows

@@ -1,28 +1,33 @@
 """Checkers for the story case-study exercises (upsert rules, compaction, the budget).
 
-Three predict-the-value exercises and one build exercise: the decision of an upsert,
-judged against :func:`labmem.story.claim_action`.
+Three predict-the-value exercises and one build exercise: the learner writes two pieces of
+the chapter's from-scratch scratchpad (:mod:`labmem.scratch.story`): the upsert decision
+and the upsert with its four statuses; :func:`check_layer` puts them into the module and
+runs the layer's contract suite (:mod:`labmem.exercises.suites.story`) on it. Then the
+chapter's measured comparison of the module with :mod:`labmem.story`.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from hypothesis import strategies as st
-
-from labmem.core.clock import FixedClock, SteppingClock
+from labmem import story as library
+from labmem.core.clock import SteppingClock
 from labmem.exercises import Feedback, not_answered
-from labmem.exercises.build import BuildExercise
+from labmem.exercises.contracts import ContractReport, assemble
+from labmem.scratch import story as scratch
 from labmem.story import (
     CUT_TIERS,
     MemoryContractAdapter,
-    MemoryItem,
     Scratchpad,
-    claim_action,
+    StoryMemoryError,
+    chapter_claims,
     compact,
     load_sample_story,
+    load_scratchpad,
 )
 
 T0 = "2026-09-01T00:00:00Z"
@@ -145,46 +150,129 @@ def check_cut_tiers(answer: Sequence[str] | None) -> Feedback:
                                  "budget yet? If not, the next tier loses lines too")
 
 
-# -- build it yourself: the decision of an upsert ------------------------------------------
+# -- building the layer ------------------------------------------------------------------
 
-_LOOP = {"category": "open_loops", "subject": "the drowned bell", "field": ""}
-_CHAPTER = st.integers(1, 4)
-_VALUE = st.sampled_from(("who rings it?", "the keeper rings it"))
-_PAYLOAD = st.sampled_from(({}, {"closed": True}))
+#: The pieces of the chapter's module the learner writes in Exercise 4, in order.
+PIECES = ("claim_action", "Scratchpad.upsert")
 
 
-@st.composite
-def _claim_inputs(draw) -> tuple:
-    """Items a real scratchpad stored for one key (any history), and the next claim for it."""
-    pad = Scratchpad(clock=FixedClock(T0))
-    history = draw(st.lists(st.tuples(_CHAPTER, _VALUE, _PAYLOAD), max_size=4))
-    for chapter, value, payload in history:
-        pad.upsert(**_LOOP, value=value, source_chapter=chapter, payload=payload)
-    chapter, value, payload = draw(_CHAPTER), draw(_VALUE), draw(_PAYLOAD)
-    claim = MemoryItem(id=f"mem-{pad.next_id:04d}", layer="semantic", value=value,
-                       payload=payload, status="active", source_chapter=chapter,
-                       evidence=(f"chapter:{chapter}",), updated_at=T0, **_LOOP)
-    return tuple(pad.items), claim
+def check_layer(*, claim_action: Callable[..., str] | None = None,
+                upsert: Callable[..., Any] | None = None) -> ContractReport:
+    """Exercise 4: the chapter's from-scratch scratchpad with the learner's own pieces
+    (``claim_action=...``, ``upsert=...``, the method ``Scratchpad.upsert``) put in place of
+    the module's, judged by the layer's whole contract suite. A piece left as ``None``
+    keeps the module's own version."""
+    from labmem.exercises.suites.story import SUITE
+
+    pieces = {"claim_action": claim_action, "Scratchpad.upsert": upsert}
+    yours = assemble(scratch, {name: f for name, f in pieces.items() if f is not None})
+    return SUITE.run(yours, who="your")
 
 
-def _show_item(item: MemoryItem) -> str:
-    marks = "".join(f" {{{key}}}" for key in sorted(item.payload))
-    return f"{item.id} ch{item.source_chapter} {item.value!r}{marks} {item.status}"
+#: Single-function build exercises: none. The upsert decision is one of the two pieces of
+#: Exercise 4, judged with the rest of the scratchpad by its contract suite.
+BUILD: tuple = ()
 
 
-def _describe_claim(args: tuple) -> str:
-    stored, claim = args
-    shown = "; ".join(_show_item(item) for item in stored) or "nothing"
-    marks = "".join(f" {{{key}}}" for key in sorted(claim.payload))
-    return (f"stored [{shown}] and the claim ch{claim.source_chapter} "
-            f"{claim.value!r}{marks}")
+# -- from scratch vs the library, measured -------------------------------------------------
+
+MEASURE_CLOCK, MEASURE_MAX_ITEMS, MEASURE_WINDOW = "2026-09-01T09:00:00Z", 45, 4
 
 
-BUILD = (
-    BuildExercise(
-        chapter="case study", name="the upsert decision", reference=claim_action,
-        inputs=_claim_inputs(),
-        hint="apply the rules of 'The upsert decision' in their order: a restatement first, "
-             "then the claim's chapter against the live rivals",
-        describe=_describe_claim),
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def measure_work(directory: Path) -> tuple[dict[str, dict[str, int]], dict[str, bool]]:
+    """Commit the sample serial's twelve chapters twice: into the from-scratch scratchpad
+    (each result's claims upserted, compacted over 45 items with a window of 4, the pad
+    saved) and into the library (``MemoryContractAdapter.commit_chapter`` with the same
+    settings). Then lose each scratchpad and ask what can be rebuilt.
+
+    Returns the counts per implementation and whether the two agreed (same action for
+    every claim, same items after the last chapter)."""
+    story = load_sample_story()
+    root = Path(directory)
+    counts: dict[str, dict[str, int]] = {}
+
+    mine_root = root / "from-scratch"
+    pad = scratch.Scratchpad(clock=SteppingClock(MEASURE_CLOCK))
+    mine_actions, compactions = [], 0
+    for chapter in story:
+        number, claims = chapter_claims(chapter.result)
+        for claim in claims:
+            claim = {k: v for k, v in claim.items() if k != "reported_chapter"}
+            mine_actions.append(pad.upsert(**claim).action)
+        if len(pad.items) > MEASURE_MAX_ITEMS:
+            scratch.compact(pad, current_chapter=number, max_items=MEASURE_MAX_ITEMS,
+                            timeline_window=MEASURE_WINDOW)
+            compactions += 1
+        pad.save(mine_root / "memory_scratchpad.json")
+    mine_items = _fingerprint(pad.items)
+    counts["from scratch"] = _row(mine_actions, compactions, len(pad.items), mine_root,
+                                  rebuilt=0)
+
+    library_root = root / "library"
+    library_root.mkdir(parents=True)
+    memory = MemoryContractAdapter(library_root, clock=SteppingClock(MEASURE_CLOCK),
+                                   max_items=MEASURE_MAX_ITEMS)
+    library_actions, compactions = [], 0
+    for chapter in story:
+        report = memory.commit_chapter(chapter.result, summary=chapter.summary,
+                                       outline=chapter.outline)
+        library_actions += [outcome.action for outcome in report.memory.outcomes]
+        compactions += report.memory.compaction is not None
+    library_items = _fingerprint(load_scratchpad(memory.project.scratchpad_path).items)
+    row = _row(library_actions, compactions, len(library_items), library_root, rebuilt=0)
+    memory.project.scratchpad_path.unlink()  # the scratchpad is lost
+    _, diff = library.bootstrap(memory.project)
+    row["keys a rebuild restores"] = len(diff.only_rebuilt)
+    counts["library"] = row
+    agreed = {"same action for every claim": mine_actions == library_actions,
+              "same items after the last chapter": mine_items == library_items}
+    return counts, agreed
+
+
+def _fingerprint(items: Any) -> list[tuple]:
+    return sorted((i.id, i.category, i.subject, i.field, i.value, i.status, i.source_chapter)
+                  for i in items)
+
+
+def _row(actions: list[str], compactions: int, items: int, root: Path, *,
+         rebuilt: int) -> dict[str, int]:
+    files = _files(root)
+    return {"claims upserted": len(actions),
+            "late claims filed as history": actions.count("late"),
+            "contradictions raised": actions.count("contradicted"),
+            "compactions run": compactions, "items after the last chapter": items,
+            "files in the project": len(files),
+            "bytes on disk": sum(p.stat().st_size for p in files),
+            "keys a rebuild restores": rebuilt}
+
+
+#: claims the module's ``check_claim`` lets through and the library refuses
+HARD_CLAIMS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("a 300-character subject", {"subject": "S" * 300}),
+    ("a 5,000-character value", {"value": "v" * 5_000}),
+    ("a lone surrogate in the value", {"value": "half \ud800 a character"}),
 )
+
+
+def validation_outcomes(directory: Path) -> list[dict[str, str]]:
+    """What each implementation does with :data:`HARD_CLAIMS` (upsert, then save): the
+    error it raises (by class name) or ``stored``."""
+    rows = []
+    for n, (what, change) in enumerate(HARD_CLAIMS):
+        claim = {"category": "character_state", "subject": "Mara Venn", "field": "location",
+                 "value": "the pier", "source_chapter": 3, **change}
+        row = {"claim": what}
+        for label, make in (("from scratch", scratch.Scratchpad), ("library", Scratchpad)):
+            pad = make(clock=SteppingClock(MEASURE_CLOCK))
+            try:
+                pad.upsert(**claim)
+                pad.save(Path(directory) / "hard" / label.replace(" ", "-") / f"pad-{n}.json")
+                row[label] = "stored"
+            except (StoryMemoryError, ValueError) as exc:
+                row[label] = type(exc).__name__
+        rows.append(row)
+    return rows

@@ -1,18 +1,23 @@
-"""Checkers for the walkthrough's exercises (the seam between workspace memory and leases).
+"""Checkers for the walkthrough's exercises (the glue between layers, and the seam between
+workspace memory and leases).
 
-The walkthrough composes the chapters; its one rule of its own is what the workspace, as
-an artifact's reference owner, can vouch for after a restart
-(:func:`~labmem.walkthrough.reference_status`). Exercise 1 asks what reconciliation does
-in three crash situations and replays them with real objects; the build exercise
-(:data:`BUILD`) compares the learner's ``reference_status`` with the library's on
-generated facts.
+The walkthrough composes the chapters. Exercise 1 asks what reconciliation does in three
+crash situations and replays them with real objects; Exercise 2 (:data:`BUILD`) compares
+the learner's ``reference_status`` — what the workspace, as an artifact's reference owner,
+can vouch for after a restart — with the library's on generated facts; Exercise 3 puts the
+learner's glue (:data:`PIECES`) into the chapter's from-scratch run
+(:mod:`labmem.scratch.walkthrough`) and judges it with the walkthrough's contract suite
+(:func:`check_layer`). :func:`compare_runs` measures the from-scratch run beside the
+library's.
 """
 
 from __future__ import annotations
 
+import inspect
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -26,7 +31,16 @@ from labmem.core.clock import FixedClock, parse_timestamp
 from labmem.core.provenance import MemorySource
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
-from labmem.walkthrough import WorkspaceReferenceOwner, reference_evidence, reference_status
+from labmem.exercises.contracts import ContractReport, assemble
+from labmem.exercises.suites.walkthrough import START, SUITE
+from labmem.scratch import walkthrough as scratch
+from labmem.walkthrough import (
+    WorkspaceReferenceOwner,
+    home_listing,
+    reference_evidence,
+    reference_status,
+    run_walkthrough,
+)
 from labmem.workspace import Fact, WorkspaceMemory
 
 NOW = parse_timestamp("2026-08-01T12:00:00Z", field="NOW")
@@ -133,5 +147,61 @@ BUILD = (
              "its source and exactly one digest"),
 )
 
-__all__ = ["BUILD", "EXERCISE_1_CHOICES", "EXERCISE_1_SITUATIONS", "check_reconciliation",
-           "replay_exercise_1"]
+
+# -- building the glue ----------------------------------------------------------------------
+
+#: The pieces of the chapter's from-scratch run the learner writes in Exercise 3, in order.
+PIECES = ("hand_to_workspace", "hand_to_store")
+
+
+def check_layer(**pieces: Any) -> ContractReport:
+    """Exercise 3: the chapter's from-scratch run with the learner's glue
+    (``hand_to_workspace=...``, ``hand_to_store=...``) put in place of the module's, judged
+    by the walkthrough's contract suite. A piece left as ``None`` keeps the module's own."""
+    unknown = sorted(set(pieces) - set(PIECES))
+    if unknown:
+        raise TypeError(f"check_layer() takes {', '.join(PIECES)}; not {unknown[0]!r}")
+    given = {name: piece for name, piece in pieces.items() if piece is not None}
+    return SUITE.run(assemble(scratch, given), who="your")
+
+
+# -- from scratch vs the library, measured --------------------------------------------------
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".lock")
+
+
+def _source_lines(*objects: Any) -> int:
+    """Lines of the source files that define ``objects`` (a module, or what a module defines)."""
+    files = {Path(inspect.getsourcefile(o)) for o in objects}
+    return sum(len(f.read_text(encoding="utf-8").splitlines()) for f in files)
+
+
+def compare_runs(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The from-scratch run and the library's, each in a new home under ``directory``:
+    what each composes, checks and leaves on disk (lock files aside). Deterministic."""
+    root = Path(directory)
+    mine = root / "compare-scratch"
+    checks = scratch.run_all(scratch.Home(mine), scratch.Clock(START))
+    library_home = root / "compare-library"
+    result = run_walkthrough(library_home, clock=FixedClock(START), out=lambda line: None)
+    columns = {}
+    for label, home, found, layers, lines in (
+            ("from scratch", mine, checks, "s09–s12", _source_lines(scratch)),
+            ("library", library_home, result.checks, "s09–s14",
+             _source_lines(run_walkthrough, WorkspaceReferenceOwner))):
+        files = _files(home)
+        log_lines = sum(p.read_bytes().count(b"\n") for p in files if p.suffix == ".jsonl")
+        columns[label] = {
+            "layers composed": layers,
+            "boundary checks passed": f"{sum(found.values())} of {len(found)}",
+            "files in the home": len(files),
+            "bytes in the home": sum(p.stat().st_size for p in files),
+            "lines in .jsonl logs": log_lines,
+            "lines of the run's own code": lines}
+    assert len(_files(library_home)) == len(home_listing(library_home))
+    return columns
+
+
+__all__ = ["BUILD", "EXERCISE_1_CHOICES", "EXERCISE_1_SITUATIONS", "PIECES", "check_layer",
+           "check_reconciliation", "compare_runs", "replay_exercise_1"]

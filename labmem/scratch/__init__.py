@@ -2,7 +2,7 @@
 
 Each chapter builds its layer cell by cell, and every code cell whose first line is
 ``# scratch: <module>`` (``# scratch: s09``) is part of this package: the module's source is
-exactly those cells, in order, after a generated first line that names the chapter. A test
+exactly those cells, in order, after two generated lines that name the chapter. A test
 (``tests/scratch/test_export.py``) fails when a module and its chapter differ;
 ``python tools/scratch.py`` (``make scratch``) writes the modules again from the chapters.
 Edit the chapter, never the module.

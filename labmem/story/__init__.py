@@ -48,15 +48,15 @@ from labmem.story.scratchpad import (
     claim_action,
     load_scratchpad,
 )
-from labmem.story.writer import MemoryWriter, WriteReport
+from labmem.story.writer import MemoryWriter, WriteReport, chapter_claims
 
 __all__ = [
     "CATEGORIES", "CUT_TIERS", "STATUSES", "BootstrapDiff", "ChapterIndex", "CommitReport",
     "CompactionReport", "MemoryContractAdapter", "MemoryItem", "MemoryOrchestrator",
     "MemoryPack", "MemoryWriter", "Scratchpad", "StoryCorruptionError", "StoryMemoryError",
     "StoryNotFoundError", "StoryProject", "StoryProjectError", "StoryValidationError",
-    "WriteReport", "bootstrap", "compact", "load_scratchpad", "rebuild_scratchpad",
-    "load_sample_story", "register_story_commands", "sample_project_dir", "sample_story_dir",
-    "write_sample_project",
+    "WriteReport", "bootstrap", "chapter_claims", "compact", "load_scratchpad",
+    "rebuild_scratchpad", "load_sample_story", "register_story_commands", "sample_project_dir",
+    "sample_story_dir", "write_sample_project",
     "UPSERT_ACTIONS", "claim_action",
 ]

@@ -53,16 +53,22 @@ from labmem.core.errors import LabmemError
 from labmem.core.provenance import scope_digest
 from labmem.core.storage import write_text_atomic
 from labmem.core.text import estimate_tokens
-from labmem.recall import MemoryKind, RecallEngine, RemoteMemoryStore
-from labmem.transcript import Transcript
+from labmem.recall import (
+    MemoryKind,
+    RecallEngine,
+    RemoteMemoryStore,
+    StoredMemory,
+    derive_memory_id,
+)
+from labmem.transcript import Transcript, TranscriptMemoryCandidate
 from labmem.user import UserMemory
 from labmem.walkthrough.owner import WorkspaceReferenceOwner
-from labmem.workspace import DistillPolicy, WorkspaceMemory, is_promotable
+from labmem.workspace import DistillPolicy, Fact, WorkspaceMemory, is_promotable
 
 MANIFEST_NAME = "layered_memory_manifest.json"
 SESSION = "session-1"
 WORKSPACE_ID = "walkthrough-project"
-DECISION = "Use SQLite in WAL mode for the store."
+DECISION = "Chose SQLite in WAL mode for the store."  # the candidate's summary
 EARLIER_EVIDENCE = "transcript:session-0:4"  # the same decision, in an earlier session
 FACT_IMPORTANCE = 3  # below DistillPolicy's minimum_importance (4): only the repeat promotes
 PREFERENCE = ("storage.local_engine", "SQLite in WAL mode")
@@ -212,6 +218,29 @@ def _build_output(lines: int) -> str:
                    for i in range(lines))
 
 
+# -- the glue: one layer's candidate handed to the next, with its provenance ---------------
+
+def hand_to_workspace(workspace: WorkspaceMemory,
+                      candidate: TranscriptMemoryCandidate) -> Fact:
+    """Log ``candidate`` as a decision fact of importance :data:`FACT_IMPORTANCE` that rests
+    on its event: the fact's evidence is the candidate's source id, so distill counts a
+    second session's fact as a repeat and the same event handed over twice as one."""
+    return workspace.append_fact(candidate.summary, kind="decision",
+                                 importance=FACT_IMPORTANCE,
+                                 evidence=[candidate.source.source_id])
+
+
+def hand_to_store(store: RemoteMemoryStore, candidate: TranscriptMemoryCandidate) -> StoredMemory:
+    """Store ``candidate`` as a conversation record with the candidate's own source; a
+    retry (the first call's outcome unknown) returns the record already stored."""
+    memory_id = derive_memory_id(MemoryKind.CONVERSATION, candidate.source, candidate.summary)
+    stored = store.get(memory_id)
+    if stored is not None:
+        return stored
+    return store.append(kind=MemoryKind.CONVERSATION, content=candidate.summary,
+                        summary=candidate.summary, source=candidate.source)
+
+
 def home_listing(home: str | Path) -> list[dict[str, Any]]:
     """Every file under ``home`` (lock files aside), sorted: its relative path, the layer that
     owns it (by top-level folder, :data:`OWNERS`) and its size in bytes."""
@@ -290,7 +319,7 @@ class Walkthrough:
                                     "content": "Migrated: SQLite in WAL mode; the suite "
                                                "passes."})
         candidate = transcript.select_memory_candidate(
-            answer["event_id"], summary="Chose SQLite in WAL mode for the store.",
+            answer["event_id"], summary=DECISION,
             reason="a durable project decision")
         self._live.update(transcript=transcript, asked=asked, answer=answer,
                           candidate=candidate)
@@ -328,9 +357,8 @@ class Walkthrough:
                                     clock=self.clock)
         earlier = format_timestamp(self.clock.now() - timedelta(days=31))
         facts = [workspace.append_fact(DECISION, kind="decision", importance=FACT_IMPORTANCE,
-                                       evidence=[evidence], recorded_at=at)
-                 for evidence, at in ((EARLIER_EVIDENCE, earlier),
-                                      (live["answer"]["event_id"], None))]
+                                       evidence=[EARLIER_EVIDENCE], recorded_at=earlier),
+                 hand_to_workspace(workspace, live["candidate"])]
         promotion = {"minimum_importance": POLICY.minimum_importance,
                      "repeat_threshold": POLICY.repeat_threshold,
                      "alone": [is_promotable([fact], POLICY) for fact in facts],
@@ -389,8 +417,7 @@ class Walkthrough:
         self._step("recall")
         candidate = self._live["candidate"]
         store = RemoteMemoryStore(self.paths.remote, user_id="alice", clock=self.clock)
-        record = store.append(kind=MemoryKind.CONVERSATION, content=candidate.summary,
-                              summary=candidate.summary, source=candidate.source)
+        record = hand_to_store(store, candidate)
         hit = RecallEngine(store, clock=self.clock).recall(QUERY).hits[0]
         self._live.update(store=store, record=record, recalled_at=self.clock.now())
         return self._stage(

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from labmem.artifacts.externalize import ToolResultExternalizer
-from labmem.context.compaction import DurableContextState, DurableFact, render_durable_context
+from labmem.context import DurableContextState, DurableFact, render_durable_context
 from labmem.context.sources import STATUSES, SourcePointerResolver, record_digest
 from labmem.core.clock import FixedClock, SteppingClock
 from labmem.core.errors import InvalidInputError

@@ -58,3 +58,20 @@ def test_assembling_leaves_the_module_alone_and_refuses_unknown_names():
         assemble(toy_layer, {"stepp": lambda n: 1})
     with pytest.raises(ValueError, match="'Counter.bumpp'"):
         assemble(toy_layer, {"Counter.bumpp": lambda self, n: 1})
+
+
+def test_every_layer_exercise_names_pieces_its_module_defines():
+    import importlib
+
+    from labmem.exercises import layer_exercises
+
+    for exercise in layer_exercises():
+        module = importlib.import_module(f"labmem.scratch.{exercise.module}")
+        own = {}
+        for name in exercise.pieces:
+            owner = module
+            for part in name.split("."):
+                owner = getattr(owner, part)
+            own[name] = owner
+        assemble(module, own)  # each name is one the module defines
+        assert exercise.contracts >= 8

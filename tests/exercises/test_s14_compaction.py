@@ -2,7 +2,7 @@
 
 import pytest
 
-from labmem.context import LAYERS, close_tool_pairs
+from labmem.context import LAYERS
 from labmem.exercises import s14_compaction as ex
 
 TRUNCATE, DEDUP, PRUNE, SUMMARY = LAYERS
@@ -53,83 +53,13 @@ def test_runs_at_threshold():
     assert "True or False" in ex.check_runs_at_threshold("yes").message
 
 
-# -- build it yourself: close_tool_pairs ------------------------------------------------
+# -- build the layer: the pieces and the checker ----------------------------------------
 
-EXERCISE = ex.BUILD[0]
-
-
-def _positions(messages):
-    use_at, result_at = {}, {}
-    for i, message in enumerate(messages):
-        for block in message["content"] if isinstance(message["content"], list) else ():
-            if block["type"] == "tool_use":
-                use_at[block["id"]] = i
-            elif block["type"] == "tool_result":
-                result_at[block["tool_use_id"]] = i
-    return use_at, result_at
-
-
-def one_pass(messages, keep):
-    """A near miss: adds the partners of the kept messages once, without repeating."""
-    use_at, result_at = _positions(messages)
-    kept = set(keep)
-    for call, i in use_at.items():
-        if i in keep or result_at[call] in keep:
-            kept |= {i, result_at[call]}
-    return kept
-
-
-def results_follow_calls_only(messages, keep):
-    """A near miss: a kept call brings its result, but a kept result not its call."""
-    use_at, result_at = _positions(messages)
-    return set(keep) | {result_at[call] for call, i in use_at.items() if i in keep}
-
-
-def test_the_library_passes_its_own_exercise():
-    feedback = EXERCISE.check(close_tool_pairs)
-    assert feedback.ok and "300 generated inputs" in feedback.message
-
-
-def test_a_stub_is_not_written_yet():
-    def stub(messages, keep):
-        raise NotImplementedError
-
-    feedback = EXERCISE.check(stub)
-    assert not feedback.ok and "not written yet" in feedback.message
-
-
-@pytest.mark.parametrize("wrong", [lambda messages, keep: None,
-                                   lambda messages, keep: set(keep), one_pass,
-                                   results_follow_calls_only])
-def test_wrong_rules_get_a_counterexample_and_the_hint(wrong):
-    feedback = EXERCISE.check(wrong)
-    assert not feedback.ok
-    assert feedback.message.startswith("on messages 0: user 'start'")
-    assert "keep=[" in feedback.message and "the library's returned [" in feedback.message
-    assert "Hint:" in feedback.message
-
-
-def test_one_pass_is_caught_on_a_chain():
-    feedback = EXERCISE.check(one_pass)
-    # two calls answered in one message: the smallest chain
-    assert "assistant [tool_use t1]" in feedback.message
-    assert "user [tool_result t1, tool_result t2]" in feedback.message
-
-
-def test_a_set_list_or_tuple_answer_is_accepted():
-    assert EXERCISE.check(lambda m, k: sorted(close_tool_pairs(m, k)))
-    assert EXERCISE.check(lambda m, k: tuple(close_tool_pairs(m, k)))
-
-
-def test_the_outline_of_a_counterexample():
-    messages = [{"role": "user", "content": "start"},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1",
-                                                   "name": "bash", "input": {}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
-                                              "content": "ok"}, {"type": "text", "text": "?"}]}]
-    assert ex.describe_pairs((messages, frozenset({2}))) == (
-        "messages 0: user 'start' | 1: assistant [tool_use t1] | "
-        "2: user [tool_result t1, text]; keep=[2]")
+def test_the_build_is_the_whole_layer():
+    assert ex.BUILD == ()
+    assert ex.PIECES == ("close_tool_pairs", "clear_old_tool_results", "summarize_rounds")
+    report = ex.check_layer(close_tool_pairs=None)
+    assert report.ok and repr(report).startswith("✓ your compaction passes all")
 
 
 def test_cleared_tool_results_in_one_long_task():

@@ -3,10 +3,6 @@
 import pytest
 
 from labmem.exercises import story
-from labmem.story import claim_action
-
-BUILD = story.BUILD[0]
-LIVE = ("active", "contradicted")
 
 
 @pytest.mark.parametrize("check", [story.check_upsert_actions, story.check_folded_summaries,
@@ -34,7 +30,7 @@ def test_upsert_actions():
 
 def test_folded_summaries():
     assert story.check_folded_summaries(3)
-    assert not story.check_folded_summaries(2)  # the original's bug: the lone events dropped
+    assert not story.check_folded_summaries(2)  # the lone events dropped
     assert not story.check_folded_summaries("3")
 
 
@@ -51,67 +47,26 @@ def test_cut_tiers():
     assert not story.check_cut_tiers("episodic_memory")
 
 
-# -- the build exercise ---------------------------------------------------------------------
+# -- the build exercise is the whole layer; the measured comparison ----------------------
 
-def _restates(item, claim, *, mind_the_mark=True):
-    payloads = (claim.payload, {**claim.payload, "late_arrival": True}) if mind_the_mark \
-        else (claim.payload,)
-    return (item.source_chapter == claim.source_chapter and item.value == claim.value
-            and item.payload in payloads)
+def test_the_build_is_the_layer():
+    assert story.BUILD == ()
+    assert story.PIECES == ("claim_action", "Scratchpad.upsert")
 
 
-def test_the_reference_passes():
-    feedback = BUILD.check(claim_action)
-    assert feedback.ok and "300 generated inputs" in feedback.message
-    assert BUILD.chapter == "case study"
+def test_both_implementations_agree_on_the_sample_serial(tmp_path):
+    counts, agreed = story.measure_work(tmp_path)
+    assert agreed == {"same action for every claim": True,
+                      "same items after the last chapter": True}
+    mine, library = counts["from scratch"], counts["library"]
+    for row in ("claims upserted", "late claims filed as history", "contradictions raised",
+                "compactions run", "items after the last chapter"):
+        assert mine[row] == library[row], row
+    assert (mine["files in the project"], mine["keys a rebuild restores"]) == (1, 0)
+    assert library["files in the project"] > 1 and library["keys a rebuild restores"] > 0
 
 
-def test_a_constant_fails_with_a_counterexample():
-    feedback = BUILD.check(lambda stored, claim: "created")
-    assert not feedback
-    assert feedback.message.startswith("on stored [mem-0001 ch1 'who rings it?' active] and "
-                                       "the claim ch1 'who rings it?' yours returned 'created'")
-    assert "Hint:" in feedback.message
-
-
-def test_arrival_order_fails_on_a_late_claim():
-    """The original design's bug: the newest *arrival* wins."""
-    def arrival_order(stored, claim):
-        if any(_restates(item, claim) for item in stored):
-            return "unchanged"
-        live = [item for item in stored if item.status in LIVE]
-        if not live:
-            return "created"
-        if any(item.source_chapter == claim.source_chapter for item in live):
-            return "contradicted"
-        return "superseded"
-
-    feedback = BUILD.check(arrival_order)
-    assert not feedback
-    assert "yours returned 'superseded', the library's returned 'late'" in feedback.message
-
-
-def test_forgetting_the_late_mark_fails_on_a_retried_late_claim():
-    def exact_payload(stored, claim):
-        if any(_restates(item, claim, mind_the_mark=False) for item in stored):
-            return "unchanged"
-        live = [item for item in stored if item.status in LIVE]
-        if not live:
-            return "created"
-        newest = max(item.source_chapter for item in live)
-        if claim.source_chapter < newest:
-            return "late"
-        return "contradicted" if claim.source_chapter == newest else "superseded"
-
-    feedback = BUILD.check(exact_payload)
-    assert not feedback
-    assert "{late_arrival} outdated" in feedback.message
-    assert "the library's returned 'unchanged'" in feedback.message
-
-
-def test_a_stub_is_not_written_yet():
-    def decide(stored, claim):
-        raise NotImplementedError
-
-    feedback = BUILD.check(decide)
-    assert not feedback and "not written yet" in feedback.message
+def test_the_library_refuses_what_the_module_stores(tmp_path):
+    rows = story.validation_outcomes(tmp_path)
+    assert [row["library"] for row in rows] == ["StoryValidationError"] * len(rows)
+    assert [row["from scratch"] for row in rows] == ["stored", "stored", "UnicodeEncodeError"]

@@ -62,7 +62,7 @@ def test_only_marked_cells_are_exported_in_order(tmp_path):
                                         "# scratch: s99\ndef f():\n    return A"])
     (name, text), = export.expected_modules(tmp_path).values()
     assert name == "s99_demo.ipynb"
-    assert text.splitlines()[1:] == ['"""Doc."""', "A = 1", "", "", "def f():",
+    assert text.splitlines()[2:] == ['"""Doc."""', "A = 1", "", "", "def f():",
                                      "    return A"]
 
 
