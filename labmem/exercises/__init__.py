@@ -54,7 +54,8 @@ def build_exercises() -> tuple:
 #: the exercise modules with a build-the-layer exercise, in reading order, and how the
 #: chapter map names them
 LAYER_CHAPTERS = {"s09": "s09", "s10": "s10", "s11": "s11", "s12": "s12", "s12b": "s12b",
-                  "s13": "s13", "s14_compaction": "s14", "walkthrough": "walkthrough",
+                  "s13": "s13", "s14_compaction": "s14", "s14_mmu": "s14 MMU",
+                  "walkthrough": "walkthrough",
                   "story": "case study", "s15": "s15"}
 
 

@@ -1,33 +1,36 @@
 """Checkers for the s14 Context MMU exercises.
 
 Five predict-the-value exercises (the factor score, recency, the budget boundary, what the
-L1 overview loses, which claim is current) and one build exercise: the eviction choice,
-judged against :func:`labmem.mmu.choose_evictions`.
+L1 overview loses, which claim is current) and one build exercise: the learner writes three
+pieces of the chapter's from-scratch Context MMU (:mod:`labmem.scratch.s14_mmu`): the keep
+score, the eviction choice and the rule for what is current; :func:`check_layer` puts them
+into the module and runs the layer's contract suite (:mod:`labmem.exercises.suites.s14_mmu`).
 """
 
 from __future__ import annotations
 
 import tempfile
 from datetime import datetime, timedelta, timezone
-
-from hypothesis import strategies as st
+from pathlib import Path
+from typing import Any
 
 from labmem.core.clock import SteppingClock
 from labmem.exercises import Feedback, not_answered
-from labmem.exercises.build import BuildExercise
+from labmem.exercises.contracts import ContractReport, assemble
+from labmem.exercises.suites.s14_mmu import SUITE
 from labmem.mmu import (
     STATUSES,
+    ContextMMU,
     Factors,
     FactorWeights,
     FileMemoryService,
     LossRow,
     MemoryRecord,
-    ResidentPage,
-    choose_evictions,
     factor_score,
     information_loss,
     recency,
 )
+from labmem.scratch import s14_mmu as scratch
 
 # Exercise 1: a page with these factors, under the default weights.
 EXERCISE_1_FACTORS = dict(relevance=0.5, importance=0.8, confidence=0.5, utility=0.5,
@@ -198,42 +201,88 @@ def check_current_claim(answer: dict[str, str] | None) -> Feedback:
                                  "current when it arrived")
 
 
-# -- build it yourself: the eviction choice --------------------------------------------------
+# -- building the layer ------------------------------------------------------------------
 
-_FLAG = st.sampled_from((False, False, True))
-_RESIDENT = st.builds(
-    ResidentPage, record_id=st.integers(1, 9).map(lambda n: f"m-{n:06d}"),
-    keep_score=st.sampled_from((0.5, 0.25, 0.75)),
-    last_access=st.integers(0, 3).map(lambda minutes: _T0 + timedelta(minutes=minutes)),
-    tokens=st.integers(1, 60), pinned=_FLAG, protected=_FLAG, age=st.integers(0, 3))
-#: A few resident pages (ties in score and access time on purpose), an amount, an age rule.
-_EVICTION_INPUTS = st.tuples(
-    st.lists(_RESIDENT, unique_by=lambda page: page.record_id, max_size=6).map(tuple),
-    st.integers(0, 150), st.integers(0, 2))
+#: The pieces of the chapter's module the learner writes in Exercise 5, in order.
+PIECES = ("keep_score", "choose_evictions", "settle_claim")
 
 
-def _show_page(page: ResidentPage) -> str:
-    flags = "".join(f", {name}" for name, on in (("pinned", page.pinned),
-                                                 ("protected", page.protected)) if on)
-    return (f"{page.record_id} (keep {page.keep_score}, last {page.last_access:%H:%M}, "
-            f"{page.tokens} tok, age {page.age}{flags})")
+def check_layer(**pieces: Any) -> ContractReport:
+    """Exercise 5: the chapter's from-scratch Context MMU with the learner's own pieces
+    (``keep_score=...``, ``choose_evictions=...``, ``settle_claim=...``) put in place of
+    the module's, judged by the whole layer's contract suite. A piece left as ``None``
+    keeps the module's own version."""
+    unknown = sorted(set(pieces) - set(PIECES))
+    if unknown:
+        raise TypeError(f"check_layer() takes {', '.join(PIECES)}; not {unknown[0]!r}")
+    given = {name: piece for name, piece in pieces.items() if piece is not None}
+    return SUITE.run(assemble(scratch, given), who="your")
 
 
-def _describe_eviction(args: tuple) -> str:
-    pages, tokens_to_free, min_residency = args
-    shown = "; ".join(_show_page(page) for page in pages)
-    return f"pages [{shown}], tokens_to_free={tokens_to_free}, min_residency={min_residency}"
+#: Single-function build exercises: none. The eviction choice is one of the three pieces of
+#: Exercise 5, judged with the rest of the layer by its contract suite.
+BUILD: tuple = ()
 
 
-def _as_ids(value: object) -> tuple:
-    return tuple(value)
+# -- from scratch vs the library, measured -------------------------------------------------
+
+TOPIC_WORDS = tuple(f"topic{n}" for n in range(40))
 
 
-BUILD = (
-    BuildExercise(
-        chapter="s14 MMU", name="the eviction choice", reference=choose_evictions,
-        inputs=_EVICTION_INPUTS,
-        hint="re-read 'The eviction choice': which pages may go, in what order, when to stop, "
-             "and when to evict nothing at all",
-        project=_as_ids, describe=_describe_eviction),
-)
+def measure_work(records: int = 1_000, recalls: int = 10) -> list[dict[str, object]]:
+    """``records`` short notes in one scope (on 40 topics), then ``recalls`` recalls, each
+    about one topic: the work each implementation does, counted in the same run.
+
+    * ``records scored per recall``: candidates whose keep score was computed;
+    * ``records read per recall``: records the recall looked at to find its candidates
+      (the module scans every current record of the scope; the library asks its term
+      index, which hands it the matching records only);
+    * ``records after a restart``: what a new process opening the same memory sees.
+    """
+    counts = {"scored": 0, "read": 0}
+
+    def counting_score(factors: dict[str, float], weights: dict[str, float]) -> float:
+        counts["scored"] += 1
+        return scratch.keep_score(factors, weights)
+
+    def counting_terms(text: str) -> frozenset[str]:
+        counts["read"] += 1
+        return scratch.terms(text)
+
+    module = assemble(scratch, {"keep_score": counting_score, "terms": counting_terms})
+    notes = [(f"note-{n}", f"Note {n}", f"Observation {n} on {TOPIC_WORDS[n % 40]}.")
+             for n in range(records)]
+    queries = [f"which {TOPIC_WORDS[n % 40]} settings" for n in range(recalls)]
+    store = module.MemoryStore()
+    for key, title, text in notes:
+        store.remember(scope="alice", origin_key=key, title=title, text=text,
+                       source_kind="tool_observed")
+    mmu = module.ContextMMU(store, token_budget=400)
+    counts.update(scored=0, read=0)
+    for query in queries:
+        mmu.recall(query, scope="alice")
+    # terms() ran once per recall on the query, once per record scanned, once per record scored
+    rows = [{"implementation": "from scratch",
+             "records scored per recall": counts["scored"] // recalls,
+             "records read per recall": (counts["read"] - counts["scored"]) // recalls - 1,
+             "records after a restart": 0}]
+    with tempfile.TemporaryDirectory(prefix="labmem-s14-measure-") as root:
+        clock = SteppingClock(_T0, step=timedelta(seconds=1))
+        service = FileMemoryService(Path(root) / "memory", clock=clock)
+        for key, title, text in notes:
+            service.remember("semantic", scope="alice", title=title, text=text,
+                             outcome="succeeded", evidence=[f"ev:{key}"],
+                             source_kind="tool_observed", origin_key=key)
+        library = ContextMMU(service, token_budget=400, clock=clock)
+        library.scored = 0
+        for query in queries:
+            library.recall(query, scope="alice")
+        candidates = library.scored
+        service.close()
+        reopened = FileMemoryService(Path(root) / "memory", clock=clock)
+        rows.append({"implementation": "library",
+                     "records scored per recall": candidates // recalls,
+                     "records read per recall": candidates // recalls,
+                     "records after a restart": len(reopened.records())})
+        reopened.close()
+    return rows

@@ -3,9 +3,6 @@
 import pytest
 
 from labmem.exercises import s14_mmu
-from labmem.mmu import choose_evictions
-
-BUILD = s14_mmu.BUILD[0]
 
 
 @pytest.mark.parametrize("check", [s14_mmu.check_factor_score, s14_mmu.check_recency,
@@ -56,74 +53,6 @@ def test_needs_l2():
     assert not s14_mmu.check_needs_l2({"paging", "failover", "backups"})
     assert "unknown" in s14_mmu.check_needs_l2({"negation"}).message
     assert not s14_mmu.check_needs_l2("paging")
-
-
-# -- the build exercise ---------------------------------------------------------------------
-
-def _evictable(pages, min_residency):
-    return [p for p in pages if not p.pinned and not p.protected and p.age >= min_residency]
-
-
-def _take(ordered, tokens_to_free):
-    chosen, freed = [], 0
-    for page in ordered:
-        if freed >= tokens_to_free:
-            break
-        chosen.append(page.record_id)
-        freed += page.tokens
-    return tuple(chosen)
-
-
-def test_the_reference_passes():
-    feedback = BUILD.check(choose_evictions)
-    assert feedback.ok and "300 generated inputs" in feedback.message
-    assert BUILD.chapter == "s14 MMU"
-
-
-def test_a_constant_fails_with_a_counterexample():
-    feedback = BUILD.check(lambda pages, tokens_to_free, min_residency: ())
-    assert not feedback
-    assert feedback.message.startswith("on pages [m-000001") and "Hint:" in feedback.message
-
-
-def test_forgetting_the_tie_break_fails_on_two_equal_scores():
-    def no_tie_break(pages, tokens_to_free, min_residency):
-        ordered = sorted(_evictable(pages, min_residency), key=lambda p: p.keep_score)
-        if tokens_to_free <= 0 or sum(p.tokens for p in ordered) < tokens_to_free:
-            return ()
-        return _take(ordered, tokens_to_free)
-
-    feedback = BUILD.check(no_tie_break)
-    assert not feedback
-    assert feedback.message.startswith(
-        "on pages [m-000002 (keep 0.5, last 09:00, 1 tok, age 0); "
-        "m-000001 (keep 0.5, last 09:00, 1 tok, age 0)], tokens_to_free=1")
-    assert "the library's returned ('m-000001',)" in feedback.message
-
-
-def test_evicting_as_much_as_possible_fails_the_all_or_nothing_rule():
-    def best_effort(pages, tokens_to_free, min_residency):
-        ordered = sorted(_evictable(pages, min_residency),
-                         key=lambda p: (p.keep_score, p.last_access, p.record_id))
-        return _take(ordered, tokens_to_free) if tokens_to_free > 0 else ()
-
-    feedback = BUILD.check(best_effort)
-    assert not feedback
-    assert "tokens_to_free=2" in feedback.message
-    assert "yours returned ('m-000001',), the library's returned ()" in feedback.message
-
-
-def test_ignoring_the_age_rule_fails():
-    feedback = BUILD.check(lambda pages, amount, min_residency: choose_evictions(pages, amount))
-    assert not feedback and "min_residency=1" in feedback.message
-
-
-def test_a_stub_is_not_written_yet():
-    def choose_victims(pages, tokens_to_free, min_residency):
-        raise NotImplementedError
-
-    feedback = BUILD.check(choose_victims)
-    assert not feedback and "not written yet" in feedback.message
 
 
 def test_current_claim_follows_the_source_rank():
