@@ -33,6 +33,7 @@ import numpy as np
 from labmem.core.errors import InvalidInputError
 from labmem.core.text import term_frequencies
 from labmem.recall.index import Postings, TermIndex, distinct_groups
+from labmem.recall.protocols import KeepsAnalyzedGroups, offers
 from labmem.recall.sidecar import PackedStrings
 from labmem.recall.store import StoredMemory
 
@@ -317,8 +318,9 @@ class AnalyzedIndex:
         if bound == self._bound:
             return
         surfaces = self.index.vocabulary(self._bound)
-        kept = getattr(self.index, "analyzed_groups", None)
-        known = kept(self.analyzer, self._group_all) if kept and self._bound == 0 else None
+        known = None
+        if self._bound == 0 and offers(self.index, KeepsAnalyzedGroups):
+            known = self.index.analyzed_groups(self.analyzer, self._group_all)
         if known is not None:  # the base vocabulary, grouped by an earlier process
             count, self._kept = known
             derived, self._groups = self._groups, {}  # derived: e.g. date words

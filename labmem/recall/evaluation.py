@@ -34,6 +34,7 @@ from labmem.core.errors import InvalidInputError
 from labmem.core.metrics import any_hit_at_k, full_hit_at_k, recall_at_k, reciprocal_rank
 from labmem.core.provenance import MemorySource
 from labmem.core.validation import parse_json, require_int, require_text
+from labmem.recall.protocols import AppendsInBatches, offers
 from labmem.recall.store import MEMORY_ID_PATTERN, MemoryKind, RemoteMemoryStore
 
 __all__ = [
@@ -210,7 +211,8 @@ def load_into_store(labeled: LabeledRecallSet, directory: str | os.PathLike[str]
 
     Each record keeps its id; its title becomes the source title (searchable, like any
     conversation title). ``stored_at`` is the set's ``as_of``, so nothing depends on the
-    wall clock. The batch goes in through ``append_many`` when the store has it.
+    wall clock. The batch goes in through ``append_many`` when the store offers it
+    (:class:`~labmem.recall.protocols.AppendsInBatches`).
     """
     store = store_class(Path(directory) / filename, user_id=labeled.user_id,
                         clock=FixedClock(labeled.as_of))
@@ -225,7 +227,7 @@ def load_into_store(labeled: LabeledRecallSet, directory: str | os.PathLike[str]
         }
         for r in labeled.records
     ]
-    if hasattr(store, "append_many"):
+    if offers(store, AppendsInBatches):
         store.append_many(drafts)
     else:
         for draft in drafts:
@@ -236,10 +238,12 @@ def load_into_store(labeled: LabeledRecallSet, directory: str | os.PathLike[str]
 def scorer_engines(store, scorers: Iterable[Any] = ("teaching", "bm25", "hybrid")) -> dict:
     """``{name: RecallEngine(store, scorer=…)}``; a scorer object is named by its ``key``."""
     from labmem.recall.pipeline import RecallEngine  # recall imports numpy; keep this module light
+    from labmem.recall.scorers import Scorer
 
     engines = {}
     for scorer in scorers:
-        name = scorer if isinstance(scorer, str) else getattr(scorer, "key", repr(scorer))
+        name = (scorer if isinstance(scorer, str)
+                else scorer.key if isinstance(scorer, Scorer) else repr(scorer))
         engines[name] = RecallEngine(store, scorer=scorer)
     return engines
 
@@ -305,7 +309,7 @@ def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
 def _hits_of(result) -> tuple[RankedHit, ...]:
     return tuple(
         RankedHit(hit.memory_id, hit.rank, hit.score_breakdown.total,
-                  MappingProxyType(dict(getattr(hit.score_breakdown, "term_contributions", {}))))
+                  MappingProxyType(dict(hit.score_breakdown.term_contributions)))
         for hit in result.hits
     )
 

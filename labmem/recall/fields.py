@@ -27,6 +27,7 @@ import numpy as np
 from labmem.core.text import term_frequencies
 from labmem.recall.analyzers import AnalyzedIndex, Analyzer
 from labmem.recall.index import TermIndex, distinct_groups, record_terms
+from labmem.recall.protocols import KeepsRecordContext, ReadsInBulk, offers
 from labmem.recall.sidecar import packed_strings
 from labmem.recall.store import MemoryKind, StoredMemory
 
@@ -270,9 +271,8 @@ class RecordContext:
         bound = index.records
         if bound == self.records or self.fed_by_index:
             return
-        store = getattr(index, "store", None)
-        if bound - self.records > 1 and hasattr(store, "record_at"):
-            store.read_all()  # SQLite: one read decodes them all, instead of row by row
+        if bound - self.records > 1 and offers(index, ReadsInBulk):
+            index.read_records()  # SQLite: one read decodes them all, instead of row by row
         for position in range(self.records, bound):
             self.add(position, index.record(position))
 
@@ -445,9 +445,8 @@ _ATTRIBUTE = "_labmem_record_context"
 def record_context(index: TermIndex) -> RecordContext:
     """The :class:`RecordContext` of ``index``, kept on the index object itself (so it lives
     and dies with it, and every engine over the same index shares it)."""
-    own = getattr(index, "record_context", None)
-    if callable(own):  # the JSONL index keeps (and persists) its own
-        return own()
+    if offers(index, KeepsRecordContext):  # the JSONL index keeps (and persists) its own
+        return index.record_context()
     context = getattr(index, _ATTRIBUTE, None)
     if context is None:
         context = RecordContext()

@@ -57,7 +57,15 @@ import numpy as np
 
 from labmem.core.text import term_frequencies
 from labmem.core.validation import parse_json
-from labmem.recall.protocols import KeepsTermBounds, LendsPostings, NamesPositions
+from labmem.recall.protocols import (
+    KeepsAnalyzedGroups,
+    KeepsRecordContext,
+    KeepsTermBounds,
+    KeepsTermIndex,
+    LendsPostings,
+    NamesPositions,
+    offers,
+)
 from labmem.recall.store import (
     MemoryKind,
     RemoteMemoryCorruptionError,
@@ -153,7 +161,8 @@ BITS_SHARE = 32
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-class InMemoryTermIndex(TermIndex, LendsPostings, NamesPositions, KeepsTermBounds):
+class InMemoryTermIndex(TermIndex, LendsPostings, NamesPositions, KeepsTermBounds,
+                        KeepsRecordContext, KeepsAnalyzedGroups):
     """The inverted index of one JSONL store, kept in compact arrays, persisted beside it.
 
     Per record it stores two numbers (length, capture time) and the byte offset of its
@@ -316,10 +325,10 @@ class InMemoryTermIndex(TermIndex, LendsPostings, NamesPositions, KeepsTermBound
         (:func:`~labmem.recall.sidecar.write_companion`), so a new process need not analyze
         them again, nor decode them: it reads arrays. ``None`` without a sidecar, or for an
         analyzer without a :attr:`~labmem.recall.analyzers.Analyzer.cache_key`."""
-        from labmem.recall.analyzers import PackedGroups
+        from labmem.recall.analyzers import Analyzer, PackedGroups
         from labmem.recall.sidecar import load_companion, write_companion
 
-        key = getattr(analyzer, "cache_key", None)
+        key = analyzer.cache_key if isinstance(analyzer, Analyzer) else None
         if self._base is None or key is None:
             return None
         count = len(self._base_terms)
@@ -836,9 +845,9 @@ def _line_ends(path, end: int, start: int = 0) -> np.ndarray:
 
 
 def open_term_index(store) -> TermIndex:
-    """The index that fits ``store``: its own (``store.term_index()``) or an in-memory one."""
-    own = getattr(store, "term_index", None)
-    return own() if callable(own) else InMemoryTermIndex(store)
+    """The index that fits ``store``: its own when it keeps one
+    (:class:`~labmem.recall.protocols.KeepsTermIndex`), else an in-memory one."""
+    return store.term_index() if offers(store, KeepsTermIndex) else InMemoryTermIndex(store)
 
 
 def merge_postings(postings: Iterable[Postings]) -> np.ndarray:

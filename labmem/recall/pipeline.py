@@ -54,7 +54,7 @@ from labmem.recall.scorers import (  # noqa: F401 (weights re-exported for chapt
     recency_weight,
     resolve_scorer,
 )
-from labmem.recall.store import MemoryKind, RemoteMemoryScopeError, StoredMemory
+from labmem.recall.store import MemoryKind, RecallStore, RemoteMemoryScopeError, StoredMemory
 from labmem.scratch import s12 as scratch
 
 __all__ = [
@@ -460,8 +460,7 @@ class RecallEngine:
 
     def __init__(self, store, *, scorer: str | Scorer | None = None,
                  clock: Clock | None = None, backend: str = "fast") -> None:
-        if not (hasattr(store, "read_all") and isinstance(getattr(store, "user_scope", None),
-                                                          str)):
+        if not (isinstance(store, RecallStore) and isinstance(store.user_scope, str)):
             raise InvalidInputError(
                 "store", f"must be a RemoteMemoryStore or SqliteMemoryStore, "
                 f"got {type(store).__name__}",

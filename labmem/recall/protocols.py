@@ -1,24 +1,41 @@
-"""What the fast recall path may ask of an index or a scorer: one protocol per trick.
+"""What recall may ask beyond the minimum: one protocol per trick.
 
 The recall engine needs only :class:`~labmem.recall.index.TermIndex` from an index (the
-records, their postings, the corpus totals) and only the :class:`~labmem.recall.scorers
-.Scorer` methods from a scorer. Everything below is optional. A class offers a trick by
-*declaring* the protocol (it names it among its bases, so a reader sees the promise where
-the class is defined), and the fast path (:mod:`labmem.recall.packed`) checks for it with
-:func:`offers`, once per index or scorer, instead of probing attribute names:
+records, their postings, the corpus totals), only the :class:`~labmem.recall.scorers
+.Scorer` methods from a scorer, and only :class:`~labmem.recall.store.RecallStore` from a
+store. Everything below is optional. A class offers a trick by *declaring* the protocol
+(it names it among its bases, so a reader sees the promise where the class is defined),
+and the code that can use the trick checks for it with :func:`offers`, once per class,
+instead of probing attribute names:
 
-=======================  ==============================================  =====================
-protocol                 what it offers                                  who uses it
-=======================  ==============================================  =====================
-:class:`LendsPostings`   a term's (positions, counts) arrays without a   packed estimates,
-                         copy; every record's length and time            MaxScore pruning
-:class:`NamesPositions`  a position's memory id without decoding the     tie-breaks in the
-                         record                                          shortlist
-:class:`KeepsTermBounds` a term's (largest count, shortest length) and   MaxScore pruning
-                         its records as bits, kept between processes
-:class:`RanksIndex`      a scorer that ranks over the whole index        the contextual scorer
-                         itself (it reads a record's neighbours)
-=======================  ==============================================  =====================
+==============================  ============================================  ======================
+protocol                        what it offers                                who uses it
+==============================  ============================================  ======================
+:class:`LendsPostings`          a term's (positions, counts) arrays without   packed estimates,
+                                a copy; every record's length and time        MaxScore pruning
+:class:`NamesPositions`         a position's memory id without decoding the   tie-breaks in the
+                                record                                        shortlist
+:class:`KeepsTermBounds`        a term's (largest count, shortest length)     MaxScore pruning
+                                and its records as bits, kept between
+                                processes
+:class:`KeepsRecordContext`     the records' threads, titles and dates, kept  the contextual
+                                (and persisted) by the index itself           scorer's fields
+:class:`KeepsAnalyzedGroups`    the vocabulary grouped by an analyzer, kept   an analyzed view of
+                                between processes                             the index
+:class:`ReadsInBulk`            every record decoded in one read (else one    the contextual
+                                by one)                                       scorer's fields
+:class:`RanksIndex`             a scorer that ranks over the whole index      the contextual scorer
+                                itself (it reads a record's neighbours)
+:class:`KeepsTermIndex`         a store that keeps its own inverted index     the engine
+                                (written with every append)                   (open_term_index)
+:class:`AppendsInBatches`       a store that stores many drafts in one        loading a labeled set
+                                transaction: all of them or none              (evaluation)
+==============================  ============================================  ======================
+
+Who offers what: the JSONL index (:class:`~labmem.recall.index.InMemoryTermIndex`) lends
+postings, names positions, keeps term bounds, its record context and analyzed groups in
+its sidecar; the SQLite index lends postings and reads in bulk; the contextual scorer
+ranks the index; the SQLite store keeps its own index; both stores append in batches.
 
 An index that declares none of them is still searched, exactly, through
 :meth:`TermIndex.postings`; the answers never depend on which tricks are offered (tests
@@ -28,16 +45,22 @@ run every scorer through a wrapper that hides them all).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: the protocols import nothing (not even numpy)
+    import numpy as np
 
-if TYPE_CHECKING:  # annotations only: the protocols import nothing of the engine
+    from labmem.recall.analyzers import Analyzer, PackedGroups
+    from labmem.recall.fields import RecordContext
     from labmem.recall.index import TermIndex
     from labmem.recall.pipeline import RecallQuery, RecallResult
+    from labmem.recall.store import StoredMemory
 
-__all__ = ["LendsPostings", "NamesPositions", "KeepsTermBounds", "RanksIndex", "offers"]
+__all__ = ["LendsPostings", "NamesPositions", "KeepsTermBounds", "KeepsRecordContext",
+           "KeepsAnalyzedGroups", "ReadsInBulk", "RanksIndex", "KeepsTermIndex",
+           "AppendsInBatches", "offers"]
 
 
 @runtime_checkable
@@ -75,6 +98,42 @@ class KeepsTermBounds(Protocol):
 
 
 @runtime_checkable
+class KeepsRecordContext(Protocol):
+    """An index that keeps its records' context (threads, titles, dates) itself and
+    persists it beside its own files; optional: for any other index the context is built
+    from the records and kept on the index object (:func:`~labmem.recall.fields
+    .record_context`)."""
+
+    def record_context(self) -> RecordContext:
+        """The :class:`~labmem.recall.fields.RecordContext` of this index's records."""
+
+
+@runtime_checkable
+class KeepsAnalyzedGroups(Protocol):
+    """An index that keeps its vocabulary grouped by an analyzer between processes (the
+    JSONL sidecar's companion file); optional: otherwise each process groups it again."""
+
+    def analyzed_groups(self, analyzer: Analyzer,
+                        group: Callable[[Iterable[str]], dict[str, list[str]]],
+                        ) -> tuple[int, PackedGroups] | None:
+        """(how many terms of the vocabulary it covers, their groups: analyzed term → its
+        surface terms) for ``analyzer``; ``group(terms)`` computes the groups when none
+        are kept yet. ``None``: nothing can be kept for this analyzer, group them
+        yourself."""
+
+
+@runtime_checkable
+class ReadsInBulk(Protocol):
+    """An index whose :meth:`~labmem.recall.index.TermIndex.record` decodes one row per
+    call (SQLite), but which can decode them all in one read; optional: an index that
+    holds its records already gains nothing from it."""
+
+    def read_records(self) -> None:
+        """Decode every stored record at once, so the ``record`` calls that follow are
+        lookups."""
+
+
+@runtime_checkable
 class RanksIndex(Protocol):
     """A scorer that needs more than one candidate's counts (a record's neighbours, its
     thread): it runs stages 2–4 over the index itself."""
@@ -82,6 +141,25 @@ class RanksIndex(Protocol):
     def rank_index(self, index: TermIndex, query: RecallQuery, *,
                    as_of: datetime) -> RecallResult:
         """Candidates, scores and a stable top ``query.limit`` from ``index``."""
+
+
+@runtime_checkable
+class KeepsTermIndex(Protocol):
+    """A store that keeps its own inverted index (SQLite writes the postings with every
+    append); optional: for any other store the engine builds an
+    :class:`~labmem.recall.index.InMemoryTermIndex` over its records."""
+
+    def term_index(self) -> TermIndex:
+        """This store's index of its user's records (one per store)."""
+
+
+@runtime_checkable
+class AppendsInBatches(Protocol):
+    """A store that stores many drafts in one transaction; optional: any store can take
+    them one :meth:`append` at a time (slower, and a bad draft leaves the earlier ones)."""
+
+    def append_many(self, drafts: Iterable[Mapping[str, Any]]) -> tuple[StoredMemory, ...]:
+        """Store every draft, or — on an invalid draft or a duplicate id — none."""
 
 
 def offers(thing: object, protocol: type) -> bool:

@@ -28,6 +28,7 @@ from labmem.recall.pipeline import (
     RecallScope,
     RecallScoreBreakdown,
 )
+from labmem.recall.scorers import Scorer
 from labmem.recall.store import MemoryKind, RemoteMemoryScopeError
 from labmem.scratch import s12 as scratch
 
@@ -99,7 +100,7 @@ REFERENCE_SCORERS: dict[str, Callable[..., RecallResult]] = {
 
 def recall_reference(store, query: RecallQuery, *, scorer, as_of: datetime) -> RecallResult:
     """Stages 2–4 of recall for a normalized ``query``, by reading every record of ``store``."""
-    name = getattr(scorer, "name", scorer)
+    name = scorer.name if isinstance(scorer, Scorer) else scorer
     answer = REFERENCE_SCORERS.get(name) if isinstance(name, str) else None
     if answer is None:
         raise InvalidInputError(

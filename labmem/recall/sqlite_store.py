@@ -49,9 +49,10 @@ from labmem.core.errors import validated_as
 from labmem.core.provenance import MemorySource, scope_digest
 from labmem.core.validation import parse_json, require_int
 from labmem.recall.index import Postings, TermIndex, record_terms
-from labmem.recall.protocols import LendsPostings
+from labmem.recall.protocols import AppendsInBatches, KeepsTermIndex, LendsPostings, ReadsInBulk
 from labmem.recall.store import (
     MemoryKind,
+    RecallStore,
     RemoteMemoryCorruptionError,
     RemoteMemoryDuplicateError,
     RemoteMemoryError,
@@ -154,7 +155,7 @@ class _ScopeStats:
     total_length: int = 0
 
 
-class SqliteMemoryStore:
+class SqliteMemoryStore(RecallStore, KeepsTermIndex, AppendsInBatches):
     """Append-only, user-scoped record store in one SQLite file (``path``) shared by users.
 
     Each record gets an ``ordinal``: its position among this user's records, dense
@@ -689,7 +690,7 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
 POSTINGS_CACHE = 2_000_000
 
 
-class SqliteTermIndex(TermIndex, LendsPostings):
+class SqliteTermIndex(TermIndex, LendsPostings, ReadsInBulk):
     """The recall engine's inverted index, read from the packed rows the store writes.
 
     A consistent snapshot: :meth:`refresh` reads the scope's totals and the record
@@ -851,6 +852,11 @@ class SqliteTermIndex(TermIndex, LendsPostings):
             "AND first_ordinal < ? ORDER BY first_ordinal, term",
             (self.store.user_scope, start, self._stats.records))
         return tuple(row[0] for row in rows)
+
+    def read_records(self) -> None:
+        """Decode every record in one query (:meth:`record` decodes one row per call, and
+        then looks these up)."""
+        self.store.read_all()
 
     def record(self, position: int) -> StoredMemory:
         """The record at ``position`` (an ordinal from :meth:`postings`), checked once

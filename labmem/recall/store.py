@@ -28,7 +28,7 @@ from datetime import datetime
 from enum import Enum
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from labmem.core.clock import (
     Clock,
@@ -48,11 +48,13 @@ from labmem.core.errors import (
 from labmem.core.provenance import MAX_SOURCE_CHARS, MemorySource, scope_digest
 from labmem.core.storage import JsonlLog, LockFactory, file_lock, file_signature
 from labmem.core.validation import parse_json, require_text
+from labmem.recall.protocols import AppendsInBatches
 
 __all__ = [
     "MemoryKind",
     "MemorySource",
     "StoredMemory",
+    "RecallStore",
     "RemoteMemoryStore",
     "RemoteMemoryError",
     "RemoteMemoryValidationError",
@@ -390,7 +392,18 @@ def decode_stored_line(name: str, user_scope: str, line: int, obj: dict[str, Any
         raise RemoteMemoryCorruptionError(name, line, str(exc)) from None
 
 
-class RemoteMemoryStore:
+@runtime_checkable
+class RecallStore(Protocol):
+    """What recall needs from a store: its user's scope and every record, in storage
+    order (what else a store may offer, it declares: :mod:`labmem.recall.protocols`)."""
+
+    user_scope: str
+
+    def read_all(self) -> tuple[StoredMemory, ...]:
+        """Every record of this user, in storage order."""
+
+
+class RemoteMemoryStore(RecallStore, AppendsInBatches):
     """Append-only, user-scoped record store backed by one JSONL file (``path``).
 
     Reads follow the file: the first read decodes it once and builds the id index;

@@ -21,13 +21,19 @@ from labmem.recall import (
 from labmem.recall.index import InMemoryTermIndex
 from labmem.recall.packed import PackedRecall
 from labmem.recall.protocols import (
+    AppendsInBatches,
+    KeepsAnalyzedGroups,
+    KeepsRecordContext,
     KeepsTermBounds,
+    KeepsTermIndex,
     LendsPostings,
     NamesPositions,
     RanksIndex,
+    ReadsInBulk,
     offers,
 )
 from labmem.recall.pruning import MaxScore
+from labmem.recall.store import RecallStore
 
 UTC = timezone.utc
 NOW = datetime(2026, 8, 1, 12, tzinfo=UTC)
@@ -106,16 +112,72 @@ def test_each_index_and_scorer_declares_what_it_offers(tmp_path):
     fill(sqlite, 3)
     memory_index = RecallEngine(jsonl).index
     sqlite_index = RecallEngine(sqlite).index
-    assert [offers(memory_index, p) for p in (LendsPostings, NamesPositions,
-                                              KeepsTermBounds)] == [True, True, True]
-    assert [offers(sqlite_index, p) for p in (LendsPostings, NamesPositions,
-                                              KeepsTermBounds)] == [True, False, False]
+    index_tricks = (LendsPostings, NamesPositions, KeepsTermBounds, KeepsRecordContext,
+                    KeepsAnalyzedGroups, ReadsInBulk)
+    assert [offers(memory_index, p) for p in index_tricks] == [True] * 5 + [False]
+    assert [offers(sqlite_index, p) for p in index_tricks] == [True] + [False] * 4 + [True]
     assert offers(resolve_scorer("contextual"), RanksIndex)
     for name in ("teaching", "bm25", "hybrid"):
         assert not offers(resolve_scorer(name), RanksIndex)
-    # declared, so a reader sees the promise on the class itself
-    assert LendsPostings in type(memory_index).__mro__
-    assert LendsPostings in type(sqlite_index).__mro__
+    assert [offers(jsonl, p) for p in (KeepsTermIndex, AppendsInBatches)] == [False, True]
+    assert [offers(sqlite, p) for p in (KeepsTermIndex, AppendsInBatches)] == [True, True]
+    assert isinstance(jsonl, RecallStore) and isinstance(sqlite, RecallStore)
+    # declared, so a reader sees the promise on the class itself: every trick offered is
+    # among the class's bases, not merely matched by a method's name
+    offered = [(memory_index, index_tricks[:5]), (sqlite_index, (LendsPostings, ReadsInBulk)),
+               (resolve_scorer("contextual"), (RanksIndex,)),
+               (jsonl, (RecallStore, AppendsInBatches)),
+               (sqlite, (RecallStore, KeepsTermIndex, AppendsInBatches))]
+    for thing, protocols in offered:
+        assert set(protocols) <= set(type(thing).__mro__), type(thing).__name__
+
+
+# -- no capability probed by attribute name ----------------------------------------------
+
+#: The getattr calls left in labmem/recall that name an attribute by a constant, and why
+#: none of them asks what an object can do (a trick is a protocol: labmem.recall.protocols).
+ALLOWED_GETATTR = {
+    ("fields.py", "_ATTRIBUTE"): "reads the record context memo that record_context keeps "
+                                 "on an index object, not a capability of the index",
+    ("index.py", "'O_BINARY'"): "a flag of the os module that only Windows defines (open "
+                                "the file in binary mode), not a recall object's trick",
+}
+
+
+def attribute_probes(path: Path) -> list[tuple[str, str, int]]:
+    """(file, attribute as written, line) of every ``hasattr`` and of every ``getattr``
+    that names its attribute by a constant (a string, or a module's UPPER_CASE name).
+    A getattr whose name is a variable reads one of the object's own declared fields by
+    name (a scorer's weights, a context's columns, in a loop over their names)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2):
+            continue
+        name = node.args[1]
+        constant = isinstance(name, ast.Constant) or (
+            isinstance(name, ast.Name) and name.id.lstrip("_").isupper())
+        if node.func.id == "hasattr" or constant:
+            found.append((path.name, ast.unparse(name), node.lineno))
+    return found
+
+
+def test_no_capability_is_probed_by_attribute_name():
+    probes = [p for path in sorted((ROOT / "labmem" / "recall").glob("*.py"))
+              for p in attribute_probes(path)]
+    unexplained = [p for p in probes if p[:2] not in ALLOWED_GETATTR]
+    assert not unexplained, f"declare a protocol instead of probing: {unexplained}"
+    assert {p[:2] for p in probes} == set(ALLOWED_GETATTR)  # no stale exception
+
+
+def test_the_probe_scan_sees_a_probe(tmp_path):
+    """The check itself: the probes this package used to make are caught."""
+    module = tmp_path / "probing.py"
+    module.write_text('own = getattr(store, "term_index", None)\n'
+                      'if hasattr(store, "record_at"):\n    pass\n'
+                      "for name in FIELDS:\n    total = getattr(self, name)\n")
+    assert attribute_probes(module) == [("probing.py", "'term_index'", 1),
+                                        ("probing.py", "'record_at'", 2)]
 
 
 def test_the_engine_is_the_stages_plus_a_fast_path_object(tmp_path):
