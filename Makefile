@@ -5,7 +5,8 @@
 #   make test       create .venv if needed, install everything (the dev extra: lab, the test
 #                   tools and browser driver, the site builder, the benchmark peers, ruff),
 #                   run unit tests + strict nbval
-#   make notebooks  re-execute every chapter and solution notebook in place (after changing one)
+#   make notebooks  write labmem/scratch from the chapters, re-execute every chapter and solution
+#                   notebook in place, then the slide notes and the start page's measured times
 #   make scratch    write labmem/scratch/*.py again from the chapters' '# scratch: <module>' cells
 #   make html       build the course website (build/index.html) from the committed notebooks
 #   make slides     export every chapter to an offline reveal.js deck under build/slides/
@@ -68,7 +69,10 @@ lab: install-lab
 test: install $(REVEAL)
 	$(BIN)/python -m pytest
 
+# the from-scratch modules come from the chapters first (the chapters import them); the slide
+# notes quote outputs, so they are written again after the run; then the start page's times
 notebooks: install
+	$(BIN)/python tools/scratch.py
 	$(BIN)/python tools/slides.py $(NOTEBOOKS)
 	cd notebooks && for nb in $(notdir $(NOTEBOOKS)); do \
 	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
@@ -80,6 +84,8 @@ notebooks: install
 	    --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=300 \
 	    --ExecutePreprocessor.record_timing=False $$nb || exit 1; \
 	done
+	$(BIN)/python tools/slides.py $(NOTEBOOKS)
+	$(BIN)/python tools/reading_time.py --write
 
 html: $(DOCS_STAMP)
 	$(BIN)/python tools/build_site.py --out build
