@@ -1,15 +1,33 @@
 """s14 (part 2): long-term memory answers "what to keep"; the Context MMU, "what to load now".
 
+The package is two groups of sibling modules. The **mechanism** is what the chapter
+teaches, and works on plain in-memory objects: :mod:`~labmem.mmu.records` (the record,
+the write gate, the rule for what is current), :mod:`~labmem.mmu.pages` (L0/L1/L2
+representations, HOT/WARM/COLD residency, the representation cache, the page table),
+:mod:`~labmem.mmu.scoring` (the seven-factor score), :mod:`~labmem.mmu.mmu` (the
+:class:`ContextMMU`: recall, promotion, eviction, the budget ledger),
+:mod:`~labmem.mmu.request` (one model call's window) and :mod:`~labmem.mmu.trace` /
+:mod:`~labmem.mmu.evaluation` (explain and measure a recall). The **persistence** keeps
+records across processes and never changes what the mechanism decides:
+:mod:`~labmem.mmu.service` (the :class:`MemoryService` contract and its file backend),
+:mod:`~labmem.mmu.logline` (the CRC'd log line and reading it back),
+:mod:`~labmem.mmu.snapshot` (the fold snapshot beside the log, so an open decodes no
+line), :mod:`~labmem.mmu.lazy` (records and page tables filled from snapshot rows on first
+use) and :mod:`~labmem.mmu.index` (the one term index the service owns and the MMU
+searches). Persistence imports the mechanism, never the other way round; the MMU reaches
+its store only through the service's methods.
+
 * :mod:`labmem.mmu.records` — canonical records and the write gate.
 * :mod:`labmem.mmu.service` — the :class:`MemoryService` contract and its file backend;
   :mod:`labmem.mmu.logline` its checksummed log line, :mod:`labmem.mmu.index` the one term
   index it owns and the Context MMU searches, :mod:`labmem.mmu.snapshot` the fold snapshot
   beside the log that lets it open without decoding the log (:mod:`labmem.core.arrayfile`
-  its file format).
+  its file format), :mod:`labmem.mmu.lazy` the records and pages it hands out unread.
 * :mod:`labmem.mmu.pages` — L0/L1/L2 representations, HOT/WARM/COLD residency, the cache.
 * :mod:`labmem.mmu.scoring` — the seven-factor score.
 * :mod:`labmem.mmu.mmu` — :class:`ContextMMU`: recall, promotion, eviction, the ledger;
-  :func:`choose_evictions`, the eviction choice as one pure rule.
+  :func:`choose_evictions`, the eviction choice as one pure rule; ``before_promotion``,
+  its documented extension point between choosing candidates and loading them.
 * :mod:`labmem.mmu.request` — :class:`RequestLedger`: one model call's window (system,
   tools, history, memory, output reserve); memory gets what is left.
 * :mod:`labmem.mmu.trace` / :mod:`labmem.mmu.evaluation` — explain and measure a recall.

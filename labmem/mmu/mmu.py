@@ -67,6 +67,9 @@ from labmem.mmu.trace import (
     query_hash,
 )
 
+#: The ``before_promotion`` extension point: given the chosen candidate ids, best first.
+PromotionHook = Callable[[tuple[str, ...]], None]
+
 GLOBAL_SCOPE = "global"
 REASON_TOO_LARGE = "larger than the whole budget"
 REASON_NO_ROOM = "no evictable room (pinned, protected or too young)"
@@ -151,10 +154,20 @@ class ContextMMU:
     ``service`` is any object with ``changed_since(cursor)``, ``recall_key(id, scope=)``
     and ``match_counts(terms)`` (the default :class:`~labmem.mmu.service.FileMemoryService`
     has all three): the MMU keeps no term index of its own, it searches the service's.
-    A service that also has ``visible_since(cursor)`` (the file service does) opens the MMU
-    without reading any record: pages are made when first looked at.
+    A service that also has ``open_pages(cursor)`` (the file service does) hands over the
+    page table itself, so opening the MMU reads no record: pages are made when first
+    looked at.
     ``min_residency`` is the anti-thrash option: a page loaded at recall *n* is not evicted
     to make room before recall *n + min_residency* (the budget itself still wins).
+
+    **Extension point** — ``before_promotion``: a callable given the chosen candidate ids
+    (best first), called once per recall after candidate selection and before any page is
+    promoted; ``None`` (the default) calls nothing. It is the moment between choosing and
+    loading, where a concurrent write can land: an observer may log the choice, and a test
+    or a demonstration may make a forget or revise land there to show that the recall
+    reports it as a stale hit instead of loading text its page does not describe. Pass it
+    to the constructor, or set or clear the attribute between recalls; what it returns is
+    ignored, and what it raises ends the recall before anything is loaded.
     """
 
     def __init__(self, service, *, token_budget: int, l2_top_k: int = 3, warm_top_k: int = 6,
@@ -162,7 +175,8 @@ class ContextMMU:
                  half_life: timedelta = DEFAULT_HALF_LIFE,
                  shared_scopes: tuple[str, ...] = (GLOBAL_SCOPE,),
                  shared_scope_factor: float = 0.5, min_residency: int = 0,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None,
+                 before_promotion: PromotionHook | None = None) -> None:
         self.service = service
         self.token_budget = _require_count(token_budget, "token_budget", 0)
         self.l2_top_k = _require_count(l2_top_k, "l2_top_k", 0)
@@ -197,19 +211,20 @@ class ContextMMU:
         self._cursor = 0
         self._excluded: list[Exclusion] = []  # filled by admit() during one recall
         self.stale_hits = 0
-        #: fault injection: called with the chosen candidate ids after candidate selection
-        #: and before any promotion (tests let a forget or revise land there)
-        self.before_promotion: Callable[[tuple[str, ...]], None] | None = None
+        if before_promotion is not None and not callable(before_promotion):
+            raise MmuValidationError("before_promotion", "must be a callable or None, got "
+                                     f"{type(before_promotion).__name__}")
+        #: the extension point (see the class docstring): called with the chosen ids
+        self.before_promotion: PromotionHook | None = before_promotion
         self.sync()
 
     # -- pages follow the canonical records ----------------------------------------------
     def sync(self) -> None:
         """Apply records changed since the last sync: new pages, edits, forgets."""
-        if not self.pages and hasattr(self.service, "visible_since"):
-            # opening (or rebuilding): every visible record is a new page, made when first
-            # looked at (:class:`~labmem.mmu.pages.PageTable`); nothing is read here
-            seeds, source, self._cursor = self.service.visible_since(self._cursor)
-            self.pages.seed(seeds, source)
+        if not self.pages and hasattr(self.service, "open_pages"):
+            # opening (or rebuilding): the service hands over a page table whose pages are
+            # made when first looked at, from records it has not read yet; nothing is read
+            self.pages, self._cursor = self.service.open_pages(self._cursor)
             return
         records, self._cursor = self.service.changed_since(self._cursor)
         with paused_gc():  # one page per record, no cycles: nothing for the collector

@@ -241,28 +241,29 @@ class PageTable(MutableMapping[str, Page]):
 
     Opening an MMU gives every visible record a page; making 100,000 :class:`Page`
     objects (and reading each record's ``updated_at`` and ``origin_key`` for them) is most
-    of an open that needs none of them yet. So :meth:`seed` keeps what the page is made
-    of — the record, or the row of the service's fold snapshot that holds it, not read yet
-    (``source.record(row)``) — and the page is made from it on first access: from that very
-    record, so a record changed since gets the same page an eager open would have made
-    and then updated. Order, length and membership are those of one plain dict.
+    of an open that needs none of them yet. So :meth:`seed` keeps each record, and its page
+    is made from that very record on first access: a record changed since gets the same
+    page an eager open would have made and then updated. Order, length and membership are
+    those of one plain dict. (A store that can hand over records not read yet seeds a
+    subclass that overrides :meth:`record_of`: :class:`labmem.mmu.lazy.RowPageTable`.)
     """
 
     def __init__(self) -> None:
-        self._slots: dict[str, Page | MemoryRecord | int] = {}
-        self._source = None
+        self._slots: dict[str, Page | MemoryRecord] = {}  # a record: no page made yet
 
-    def seed(self, records: Mapping[str, MemoryRecord | int], source=None) -> None:
-        """A page for each of ``records`` from now on, made when first asked for (an
-        ``int`` is a row of ``source``); only into an empty table."""
+    def seed(self, records: Mapping[str, MemoryRecord]) -> None:
+        """A page for each of ``records`` from now on, made when first asked for; only
+        into an empty table."""
         if self._slots:
             raise ValueError("seed() fills an empty page table")
         self._slots.update(records)
-        self._source = source
 
-    def _make(self, record_id: str, slot: MemoryRecord | int) -> Page:
-        record = self._source.record(slot) if type(slot) is int else slot
-        page = self._slots[record_id] = Page.from_record(record)
+    def record_of(self, slot: MemoryRecord) -> MemoryRecord:
+        """The record a seeded slot stands for (here: the slot is the record)."""
+        return slot
+
+    def _make(self, record_id: str, slot: MemoryRecord) -> Page:
+        page = self._slots[record_id] = Page.from_record(self.record_of(slot))
         return page
 
     def __getitem__(self, record_id: str) -> Page:
@@ -292,11 +293,10 @@ class PageTable(MutableMapping[str, Page]):
 
     def clear(self) -> None:
         self._slots.clear()
-        self._source = None
 
     @property
     def made(self) -> int:
-        """Instrumentation: pages made so far (the others are still just their record)."""
+        """Instrumentation: pages made so far (the others are still just their seed)."""
         return sum(type(slot) is Page for slot in self._slots.values())
 
 

@@ -15,6 +15,10 @@ and the Context MMU both apply): only a ``provisional`` or ``trusted`` record wh
 when they share ``(scope, origin_key)``; a newer claim supersedes an older one only if its
 source ranks at least as high (:data:`SOURCE_RANK`: ``user_stated`` > ``tool_observed`` >
 ``model_inferred``); a lower-ranked one is kept as a pending conflict, never loaded.
+
+This module is the plain record and its rules. Reading records back from the log
+(:func:`labmem.mmu.logline.trusted_record`) and records filled from the fold snapshot on
+first use (:class:`labmem.mmu.lazy.LazyRecord`) belong to the persistence side.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from labmem.core.clock import UTC, format_timestamp, parse_timestamp
+from labmem.core.clock import format_timestamp, parse_timestamp
 from labmem.core.errors import validated_as
 from labmem.core.validation import require_text
 from labmem.mmu.errors import MemoryValidationError, WriteGateError
@@ -151,26 +155,6 @@ class MemoryRecord:
             if getattr(self, name) is not None:
                 validated_as(check, require_text, getattr(self, name), name, max_chars=100)
 
-    def __getattr__(self, name: str) -> Any:
-        """Reached only for an attribute the instance does not hold: for a *lazy* record
-        (restored from the fold snapshot, :mod:`labmem.mmu.snapshot`) that is a field it
-        has not read yet — read now from the snapshot's columns or, for title, text,
-        evidence and the other times, from the record's log line (once); for any other
-        record it is the usual ``AttributeError``."""
-        source = self.__dict__.get("_source")
-        if source is None or name.startswith("__"):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        source.fill(self, name)
-        return object.__getattribute__(self, name)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """A copy or a pickle of a lazy record is of the whole record, not of the way to
-        its line (a file descriptor means nothing in another process)."""
-        source = self.__dict__.get("_source")
-        if source is not None:
-            source.fill(self, "text")
-        return dict(self.__dict__)
-
     @cached_property
     def content_hash(self) -> str:
         """Worked out on first use and kept (the record is frozen, so is its text)."""
@@ -216,107 +200,12 @@ class MemoryRecord:
             raise MemoryValidationError("record", f"is missing fields {missing}")
         return cls(**{name: data[name] for name in fields if name in data})
 
-    @classmethod
-    def trusted(cls, data: Mapping[str, Any]) -> MemoryRecord:
-        """A record from a log line whose checksum vouches that a validating writer
-        produced it (:mod:`labmem.mmu.logline`): the fields are taken as written — only
-        converted back (lists to tuples, timestamps to datetimes), not checked again."""
-        check_trusted_shape(data)
-        record = object.__new__(cls)
-        fields = record.__dict__
-        fields.update(_ABSENT)
-        fields.update(data)
-        fields["evidence"] = tuple(fields["evidence"])  # the four unit numbers were written
-        # as floats (``require_unit`` made them so) and JSON reads them back as floats
-        fields["created_at"] = _read_time(fields["created_at"], "created_at")
-        fields["updated_at"] = _read_time(fields["updated_at"], "updated_at")
-        for name in OPTIONAL_TIMES:
-            if fields[name] is not None:
-                fields[name] = _read_time(fields[name], name)
-        return record
-
     def describe(self) -> dict[str, Any]:
         """Metadata without the text: what a table or a trace may show."""
         row = self.to_dict()
         del row["text"]
         row["chars"] = len(self.text)
         return row
-
-
-_ABSENT = dict.fromkeys(OPTIONAL_FIELDS)
-
-
-#: The type of every field of a stored record, as JSON reads it back (the unit numbers were
-#: written as floats); an optional field may also be absent or null.
-_STORED_TYPES = (
-    ("record_id", str), ("memory_type", str), ("scope", str), ("title", str), ("text", str),
-    ("status", str), ("importance", float), ("confidence", float), ("utility", float),
-    ("salience", float), ("source_kind", str), ("origin_key", str), ("evidence", list),
-    ("version", int), ("created_at", str), ("updated_at", str),
-)
-_STORED_NAMES = tuple(name for name, _ in _STORED_TYPES)
-_STORED_KINDS = tuple(kind for _, kind in _STORED_TYPES)
-_CHOICES = (("memory_type", MEMORY_TYPES), ("status", STATUSES),
-            ("source_kind", SOURCE_KINDS))
-_STR_OR_ABSENT = {str, type(None)}
-
-
-def check_trusted_shape(data: Mapping[str, Any]) -> None:
-    """Refuse a checksummed line whose fields have the wrong types or names.
-
-    A checksum vouches for bytes, not for whoever computed it: a line edited with its CRC
-    recomputed (``"title": 7``, ``"scope": []``) would otherwise be taken as written and
-    fail far from the log — a ``TypeError`` in a recall, a sort or a dict lookup. Exact
-    type tests, in a few C-level passes (replay keeps its speed); the values' bounds stay
-    the writer's word, as the checksum promises. Only a refusal looks field by field,
-    to name the first bad one."""
-    if (tuple(map(type, map(data.get, _STORED_NAMES))) != _STORED_KINDS
-            or data["memory_type"] not in MEMORY_TYPES or data["status"] not in STATUSES
-            or data["source_kind"] not in SOURCE_KINDS
-            or not set(map(type, data["evidence"])) <= {str}
-            or not set(map(type, map(data.get, OPTIONAL_FIELDS))) <= _STR_OR_ABSENT):
-        _name_bad_field(data)
-
-
-def _name_bad_field(data: Mapping[str, Any]) -> None:
-    """The :class:`MemoryValidationError` for the first field :func:`check_trusted_shape`
-    refuses."""
-    for name, kind in _STORED_TYPES:
-        value = data.get(name)
-        if type(value) is not kind:
-            got = "nothing" if name not in data else type(value).__name__
-            raise MemoryValidationError(name, f"must be a {kind.__name__}, got {got}")
-    for name, choices in _CHOICES:
-        if data[name] not in choices:
-            raise MemoryValidationError(name, f"must be one of {list(choices)}, "
-                                              f"got {data[name]!r}")
-    for i, item in enumerate(data["evidence"]):
-        if type(item) is not str:
-            raise MemoryValidationError(f"evidence[{i}]",
-                                        f"must be a str, got {type(item).__name__}")
-    for name in OPTIONAL_FIELDS:
-        value = data.get(name)
-        if value is not None and type(value) is not str:
-            raise MemoryValidationError(name, f"must be a str or absent, got "
-                                              f"{type(value).__name__}")
-
-
-_from_iso = datetime.fromisoformat
-
-
-def _read_time(value: str, field: str) -> datetime:
-    """A timestamp as :func:`~labmem.core.clock.format_timestamp` wrote it: ``…Z``, read in
-    one call; anything else (naive, another zone, not a time) takes the full parser, which
-    converts it or names ``field``."""
-    if value[-1:] == "Z":
-        try:
-            parsed = _from_iso(value)
-        except ValueError:
-            pass
-        else:
-            if parsed.tzinfo is UTC:
-                return parsed
-    return validated_as(MemoryValidationError, parse_timestamp, value, field=field)
 
 
 def exclusion_reason(claim: Any, now: datetime) -> str | None:

@@ -54,7 +54,8 @@ from labmem.mmu.errors import (
     UnsupportedOperationError,
 )
 from labmem.mmu.index import KeyedTermIndex, paused_gc
-from labmem.mmu.logline import CHECKSUM_FIELD, checksum_state, encode_line
+from labmem.mmu.lazy import RowPageTable
+from labmem.mmu.logline import CHECKSUM_FIELD, checksum_state, encode_line, trusted_record
 from labmem.mmu.records import (
     CURRENT_STATUSES,
     MAX_TEXT_CHARS,
@@ -235,7 +236,7 @@ class FileMemoryService:
         checksum = obj.pop(CHECKSUM_FIELD, None)
         try:
             if checksum is True:  # the bytes a validating writer wrote: types checked only
-                return MemoryRecord.trusted(obj)
+                return trusted_record(obj)
             if obj.get("tombstone") is True:
                 decoded = Tombstone.from_dict(obj)
             else:
@@ -789,6 +790,13 @@ class FileMemoryService:
         out = {record_id: record for record_id, record in pairs if record is not None
                and (visible[record] if type(record) is int else record.visible)}
         return out, source, len(self._history)
+
+    def open_pages(self, cursor: int) -> tuple[RowPageTable, int]:
+        """A Context MMU's page table for the visible records written after log line
+        ``cursor`` (:meth:`visible_since`), each page made when first looked at, and the
+        new cursor: opening an MMU on this service reads no record."""
+        seeds, source, cursor = self.visible_since(cursor)
+        return RowPageTable.of(seeds, source), cursor
 
     def _write(self, record: MemoryRecord) -> None:
         self._log.append(record.to_dict())

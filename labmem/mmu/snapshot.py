@@ -16,11 +16,11 @@ prefix of the log:
 
 Open maps it and keeps, per record id, only its row number; ``stats()`` reads the row
 columns. A record object is made when something asks for that record
-(:meth:`LineSource.record`): a *lazy* :class:`~labmem.mmu.records.MemoryRecord` holding id,
+(:meth:`LineSource.record`): a :class:`~labmem.mmu.lazy.LazyRecord` holding id,
 status, type and ``valid_until``; any other field — title, text, scope, evidence, … —
 decodes the record's latest line by byte offset, once, when first read
 (:meth:`LineSource.fill`, validated by the line's own checksum as on replay). The Context
-MMU's page table keeps the same rows (:class:`~labmem.mmu.pages.PageTable`), so opening a
+MMU's page table keeps the same rows (:class:`~labmem.mmu.lazy.RowPageTable`), so opening a
 service and an MMU decodes no line, makes no record and tokenizes no text; a recall decodes
 the candidates it looks at. Lines appended after the covered prefix are then folded the
 usual way, so the snapshot may lag the log by any number of lines.
@@ -89,6 +89,7 @@ from labmem.core.arrayfile import (
 from labmem.core.validation import may_nest_deeper_than, parse_json
 from labmem.mmu.errors import MemoryCorruptionError, MemoryValidationError
 from labmem.mmu.index import BasePostings, KeyedTermIndex
+from labmem.mmu.lazy import LazyRecord
 from labmem.mmu.records import (
     CURRENT_STATUSES,
     MEMORY_TYPES,
@@ -159,7 +160,7 @@ class LineSource:
         self.latest, self.status = rows["latest"], rows["status"]
         self.memory_type, self.valid_until = rows["memory_type"], rows["valid_until"]
         self._strings_json: np.ndarray | None = strings
-        self._made: dict[int, MemoryRecord] = {}
+        self._made: dict[int, LazyRecord] = {}
         self.decoded = 0  # instrumentation: lines decoded lazily so far
         weakref.finalize(self, os.close, fd)
 
@@ -200,13 +201,13 @@ class LineSource:
         expired = int(np.count_nonzero(current & (until != NO_TIME) & (until <= now_us)))
         return by_type, by_status, expired
 
-    def record(self, row: int) -> MemoryRecord:
+    def record(self, row: int) -> LazyRecord:
         """The lazy record of ``row`` — one object per row, whoever asks (the service and
         the Context MMU's page share it, and its line is decoded once): id, status, type
         and ``valid_until`` set, every other field read from its line when first used."""
         made = self._made.get(row)
         if made is None:
-            made = object.__new__(MemoryRecord)
+            made = object.__new__(LazyRecord)
             fields = made.__dict__
             fields["record_id"] = self.ids[row]
             fields["status"] = STATUSES[self.status[row]]
@@ -218,8 +219,8 @@ class LineSource:
             self._made[row] = made
         return made
 
-    def fill(self, record: MemoryRecord, name: str) -> None:
-        """Give ``record`` the field ``name`` (called from ``__getattr__``): the column
+    def fill(self, record: LazyRecord, name: str) -> None:
+        """Give ``record`` the field ``name`` (called from its ``__getattr__``): the column
         fields all at once from the columns, or — for a field only its line holds
         (:data:`LINE_FIELDS`) — every field, from its line."""
         fields = record.__dict__

@@ -30,7 +30,7 @@ from labmem.mmu import (
     MemoryRecord,
     encode_line,
 )
-from labmem.mmu.logline import checksum_state
+from labmem.mmu.logline import checksum_state, trusted_record
 
 LOG = "records.jsonl"
 
@@ -246,4 +246,4 @@ def test_a_trusted_record_is_the_record_that_was_written():
         superseded_by="alice:m-000002")
     data = json.loads(encode_line(record.to_dict()))
     del data["crc32"]
-    assert MemoryRecord.trusted(data) == record
+    assert trusted_record(data) == record

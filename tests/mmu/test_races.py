@@ -1,7 +1,8 @@
 """s14 a forget or revise landing mid-recall, and versioned traces (issue items 4–5).
 
-``ContextMMU.before_promotion`` is the fault-injection point: it runs after candidate
-selection and before any page is promoted."""
+``before_promotion`` is the MMU's documented extension point (a constructor argument): it
+runs after candidate selection and before any page is promoted, so a test makes a forget or
+revise land exactly there."""
 
 import pytest
 
@@ -9,19 +10,41 @@ from labmem.core.clock import SteppingClock
 from labmem.mmu import ContextMMU, FileMemoryService, MmuValidationError, content_hash
 
 
-def setup(tmp_path, budget=2_000):
+def store(tmp_path):
     svc = FileMemoryService(tmp_path, clock=SteppingClock("2026-01-01T00:00:00Z"))
     records = [svc.remember("semantic", scope="alice", title=f"port note {i}",
                             text=f"The port of service {i} is {18000 + i}.",
                             outcome="succeeded", evidence=[f"ev{i}"],
                             source_kind="tool_observed", origin_key=f"svc{i}")
                for i in range(3)]
-    return svc, ContextMMU(svc, token_budget=budget, l2_top_k=3, warm_top_k=3), records
+    return svc, records
+
+
+def mmu_of(svc, budget=2_000, before_promotion=None):
+    return ContextMMU(svc, token_budget=budget, l2_top_k=3, warm_top_k=3,
+                      before_promotion=before_promotion)
+
+
+def setup(tmp_path, budget=2_000):
+    svc, records = store(tmp_path)
+    return svc, mmu_of(svc, budget), records
+
+
+def test_the_hook_sees_the_chosen_ids_best_first_and_only_a_callable_is_taken(tmp_path):
+    svc, records = store(tmp_path)
+    seen = []
+    mmu = mmu_of(svc, before_promotion=seen.append)
+    trace = mmu.recall("port service", scope="alice")
+    assert seen == [tuple(c.record_id for c in trace.candidates)]
+    assert set(seen[0]) == {r.record_id for r in records}
+    assert ContextMMU(svc, token_budget=100).before_promotion is None  # default: no call
+    with pytest.raises(MmuValidationError, match="before_promotion"):
+        ContextMMU(svc, token_budget=100, before_promotion="forget")
 
 
 def test_a_forget_between_selection_and_promotion_is_a_stale_hit_not_an_abort(tmp_path):
-    svc, mmu, (a, b, c) = setup(tmp_path)
-    mmu.before_promotion = lambda ids: svc.forget(b.record_id, scope="alice")
+    svc, (a, b, c) = store(tmp_path)
+    mmu = mmu_of(svc, before_promotion=lambda ids: svc.forget(b.record_id, scope="alice"))
     trace = mmu.recall("port service", scope="alice")  # does not raise RecordNotFoundError
     assert b.record_id in [x.record_id for x in trace.candidates]
     assert [(s.record_id, s.reason, s.found_hash) for s in trace.stale] == [
@@ -29,16 +52,16 @@ def test_a_forget_between_selection_and_promotion_is_a_stale_hit_not_an_abort(tm
     assert set(trace.loaded) == {a.record_id, c.record_id}
     assert mmu.stale_hits == 1
     mmu.check_ledger()
-    mmu.before_promotion = None
+    mmu.before_promotion = None  # cleared between recalls, as documented
     mmu.recall("port service", scope="alice")
     assert b.record_id not in mmu.pages  # the next sync applied the forget
 
 
 def test_a_revise_mid_recall_never_loads_text_the_page_does_not_describe(tmp_path):
-    svc, mmu, (a, b, c) = setup(tmp_path)
+    svc, (a, b, c) = store(tmp_path)
     revised_text = "The port of service 1 is 19001 now."
-    mmu.before_promotion = lambda ids: svc.revise(b.record_id, scope="alice",
-                                                  text=revised_text, evidence=["ev-fix"])
+    mmu = mmu_of(svc, before_promotion=lambda ids: svc.revise(
+        b.record_id, scope="alice", text=revised_text, evidence=["ev-fix"]))
     trace = mmu.recall("port service", scope="alice")
     [stale] = trace.stale
     assert (stale.record_id, stale.reason) == (b.record_id, "revised")
@@ -54,14 +77,14 @@ def test_a_revise_mid_recall_never_loads_text_the_page_does_not_describe(tmp_pat
 
 
 def test_a_supersession_mid_recall_is_a_stale_hit_too(tmp_path):
-    svc, mmu, (a, b, c) = setup(tmp_path)
+    svc, (a, b, c) = store(tmp_path)
 
     def supersede(ids):
         svc.remember("semantic", scope="alice", title="port note 0", text="Service 0 moved.",
                      outcome="succeeded", evidence=["ev-move"], source_kind="user_stated",
                      origin_key="svc0")
 
-    mmu.before_promotion = supersede
+    mmu = mmu_of(svc, before_promotion=supersede)
     trace = mmu.recall("port service", scope="alice")
     assert [(s.record_id, s.reason) for s in trace.stale] == [
         (a.record_id, "superseded by alice:m-000004")]
