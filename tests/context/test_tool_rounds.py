@@ -106,6 +106,7 @@ def test_single_instruction_loops_keep_pairs_and_the_instruction(messages, thres
     if out.tokens_before >= threshold and rounds > keep and summary:
         # one long task is compacted too, whenever summarizing its older rounds saves tokens
         # (a summary longer than the few empty rounds it replaces is rightly not applied)
-        alone = run_layer("conversation_summary", messages, policy=policy, summarizer=lambda t: summary)
+        alone = run_layer("conversation_summary", messages, policy=policy,
+                          summarizer=lambda t: summary)
         if estimate_messages_tokens(alone) < out.tokens_before:
             assert out.tokens_after < out.tokens_before
