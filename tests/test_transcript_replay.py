@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 from labmem.core.clock import SteppingClock
 from labmem.exercises.s09 import session
 from labmem.transcript import (
+    IncrementalFold,
+    PlainFold,
+    ReplayFold,
     ReplayWindow,
     Transcript,
     TranscriptValidationError,
@@ -215,6 +218,40 @@ def test_appends_and_a_second_reader_keep_the_fold(tmp_path_factory, events, max
         expected = full_fold(events[:i], max_items)
         assert observed(writer.replay_state(max_items=max_items)) == expected
         assert observed(reader.replay_state(max_items=max_items)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(RAW_EVENT, max_size=40), st.integers(min_value=1, max_value=6))
+def test_the_incremental_fold_is_the_plain_fold(ops, max_items):
+    """The ReplayFold seam: fed the same raw stream one event at a time, the incremental
+    fold and the plain one (replay_window over everything) agree after every event."""
+    folds: tuple[ReplayFold, ReplayFold] = (IncrementalFold(), PlainFold())
+    for n, op in enumerate(ops, start=1):
+        event = raw_payload(op, n)
+        for fold in folds:
+            fold.add(event)
+        incremental, plain = folds
+        for size in {1, max_items, 1000}:
+            assert incremental.window(size) == plain.window(size)
+        assert incremental.pending_tool_calls() == plain.pending_tool_calls()
+
+
+def test_a_transcript_can_fold_plainly(tmp_path):
+    """``fold_factory`` is the one switch: a transcript that refolds every event on each
+    replay reports the same state as the default one."""
+
+    class PlainTranscript(Transcript):
+        fold_factory = PlainFold
+
+    events = [user("a"), call("c1"), user("b"), assistant("x"), call("c2"), user("c"),
+              result("c2"), {"type": "ai-title", "title": "t"}, result("c1")]
+    default = Transcript(tmp_path / "s-1.jsonl", clock=SteppingClock("2026-08-01T00:00:00Z"))
+    for event in events:
+        default.append(event)
+    plain = PlainTranscript(tmp_path / "s-1.jsonl")
+    assert isinstance(default.fold, IncrementalFold) and isinstance(plain.fold, PlainFold)
+    for n in (1, 2, 3, 10):
+        assert plain.replay_state(max_items=n) == default.replay_state(max_items=n)
 
 
 def test_a_late_result_puts_its_call_back_where_it_was():

@@ -283,22 +283,9 @@ def measure_work(directory: Path, *, events: int = 10_000, rounds: int = 3,
 def _blocks_built(transcript: Transcript, max_items: int) -> int:
     """One ``replay_state`` of the library, counting the content blocks its window builds
     (one per event the replay looks at)."""
-    from labmem import transcript as module
-
-    built = 0
-    original = module._content_block
-
-    def counting(event: Any) -> dict[str, Any]:
-        nonlocal built
-        built += 1
-        return original(event)
-
-    module._content_block = counting
-    try:
-        transcript.replay_state(max_items=max_items)
-    finally:
-        module._content_block = original
-    return built
+    before = transcript.fold.blocks_built  # the default IncrementalFold counts them
+    transcript.replay_state(max_items=max_items)
+    return transcript.fold.blocks_built - before
 
 
 #: payloads the module's validation lets through and the library refuses

@@ -10,6 +10,15 @@ The chapter in four small modules, each one concept:
 * :mod:`labmem.workspace.projection` — ``MEMORY.md`` and the agent's context block;
 * :mod:`labmem.workspace.memory` — :class:`WorkspaceMemory`, which owns the files, the
   lock, and the crash-safe human resolution of conflicts.
+
+Its performance tricks are sibling modules, one trick each, each optional behind a
+protocol named by a class attribute of :class:`WorkspaceMemory`:
+:mod:`~labmem.workspace.distill_cursors` (read only what was appended since the last
+distill), :mod:`~labmem.workspace.change_marker` (a distill with nothing new is three
+``stat`` calls; ``nothing_new_check``), :mod:`~labmem.workspace.line_matcher` (a daily
+log matched in bulk by one pattern; ``read_daily``) and
+:mod:`~labmem.workspace.curated_encoding` (curated.json encoded record by record;
+``encode_curated``).
 """
 
 from labmem.workspace.curation import (

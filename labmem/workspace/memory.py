@@ -19,64 +19,30 @@ A human conflict resolution touches three files in order — audit line, ``curat
 process that dies between any two writes is repaired by the next reader (or by simply
 retrying the same call).
 
-``distill`` does not read the whole history each time. ``curated.json`` also records, in
-the same atomic write as the entries, a cursor per daily file (bytes and lines read, and
-how many of them were eligible), the facts that were eligible but are not curated yet
-(the *pending* facts: a group short of evidence, a rival short of independent evidence,
-a key frozen by a conflict), and how many facts each key holds that can never count
-again (older than its active revision: *stale* for good). A distill folds the pending
-facts with the lines appended since the cursors — the same result, state and report, as
-folding every line again. A new policy, or an earlier cutoff, reads everything again.
+The distill and curation here are the teaching types; the performance tricks live in
+sibling modules, one trick each, behind a small documented seam (a protocol; the class
+attribute of :class:`WorkspaceMemory` in brackets names the implementation in use):
 
-A distill with nothing new (same policy and cutoff, no daily log grown, no new
-resolution, MEMORY.md intact) reads the first lines of curated.json and ``stat`` s three
-paths — ``daily/``, ``resolutions.jsonl``, ``MEMORY.md`` — and nothing else: its cost is
-flat in the history. What tells it that no log grew is a *marker*, the mtime of the
-``daily/`` directory:
-
-* every ``append_fact`` bumps it (``os.utime``) under the workspace lock, *before* the
-  line is written — a process killed between the two costs one full check, never a missed
-  fact — and creating a daily file bumps it anyway;
-* the distill that writes the cursors reads it before listing the logs and records it in
-  the same atomic write (only such a distill: a resolution that rewrites curated.json with
-  the cursors it found drops the marker, and the next distill checks every file);
-* a distill with nothing new trusts the logs when the marker is the recorded one *and* was
-  already older than curated.json when that was written (curated.json's own mtime). This
-  is the "racy git" rule: timestamps are coarse (a tick of a few ms, or a second on some
-  filesystems), so an append in the same tick as the recorded marker can leave it
-  unchanged; such a marker is not trusted, and each daily file's size is compared with its
-  cursor, as before (one ``stat`` each). An append after curated.json was written bumps
-  the marker to at least curated.json's time, so it always differs from a marker older
-  than that.
-
-What the marker does not cover: bytes written into a daily file behind the library's back
-(a hand edit, a restore that keeps the directory's mtime), and a wall clock set back so
-far that a bump lands exactly on the recorded value. The cursors never trusted such files
-either (a same-size edit was never seen). The bump is not ``fsync``ed on its own; on
-filesystems that do not journal metadata in order, a power cut could keep a fact's line
-but lose its bump: that fact then waits for the next append, or the next distill with
-other arguments, which read every log grown since its cursor.
-
-MEMORY.md is vouched for the same way: each distill dates it 1 ns before curated.json
-(``os.utime``), a date no later write of it can carry, and records its size; a distill
-with nothing new that finds both trusts it, and hashes it otherwise (a hand edit, or a
-filesystem that rounds the nanosecond away). A hand edit in the microseconds between the
-library's write of MEMORY.md and its stamp would be taken as intact.
+* :mod:`labmem.workspace.distill_cursors` — a distill reads only the lines appended since
+  the last one (the cursors, pending and dead facts stored in ``curated.json``;
+  ``distill_since`` without cursors is the full fold);
+* :mod:`labmem.workspace.change_marker` — a distill with nothing new reads the head of
+  ``curated.json`` and ``stat`` s three paths (``nothing_new_check``);
+* :mod:`labmem.workspace.line_matcher` — a daily log is matched in bulk by one pattern of
+  the line form it is written in (``read_daily``);
+* :mod:`labmem.workspace.curated_encoding` — ``curated.json`` is encoded one record at a
+  time (``encode_curated``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import json
 import os
 import uuid
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, ClassVar
 
 from labmem.core.clock import Clock, format_timestamp, parse_timestamp, resolve_clock
 from labmem.core.errors import InvalidInputError, validated_as
@@ -84,16 +50,22 @@ from labmem.core.provenance import MemorySource, scope_digest
 from labmem.core.storage import (
     JsonlLog,
     LockFactory,
-    encode_json_line,
     file_lock,
     paused_gc,
     read_snapshot,
     write_snapshot,
     write_text_atomic,
 )
-from labmem.core.validation import parse_json, require_text
+from labmem.core.validation import require_text
+from labmem.workspace.change_marker import (
+    ChangeMarker,
+    NothingNewCheck,
+    digest,
+    nothing_new,
+    stamp_memory_md,
+)
+from labmem.workspace.curated_encoding import DocumentEncoder, encode_document
 from labmem.workspace.curation import (
-    ACTIVE,
     OPEN,
     ConflictCase,
     CuratedEntry,
@@ -102,11 +74,11 @@ from labmem.workspace.curation import (
     DistillReport,
     Resolution,
     apply_resolution,
-    fold_facts,
 )
+from labmem.workspace.distill_cursors import DistillCursors, distill_since
 from labmem.workspace.facts import (
     MAX_CONTENT_CHARS,
-    SCHEMA_VERSION,
+    DailyReader,
     Fact,
     WorkspaceCorruptionError,
     WorkspaceDuplicateError,
@@ -121,11 +93,10 @@ from labmem.workspace.facts import (
     check_source,
     daily_file_name,
     day_of_file,
-    decode_fact,
     open_daily_log,
     read_daily_file,
-    read_daily_since,
 )
+from labmem.workspace.line_matcher import read_daily_since
 from labmem.workspace.projection import WorkspaceContext, render_memory_md
 
 __all__ = ["WorkspaceMemory", "WorkspaceConflictError", "StaleResolutionError",
@@ -135,7 +106,6 @@ IDENTITY_FORMAT = "labmem.workspace/v1"
 CURATED_FORMAT = "labmem.workspace.curated/v3"  # v1 + the distill cursors and marker
 #: read (the entries and conflicts); the next distill reads every daily file again
 LEGACY_CURATED_FORMATS = ("labmem.workspace.curated/v1", "labmem.workspace.curated/v2")
-RECORDS = ("entries", "conflicts", "pending")  # curated.json members with a line per item
 MAX_ACTOR_CHARS = 200
 MAX_RATIONALE_CHARS = 2_000
 MAX_RECENT_LIMIT = 1_000
@@ -168,115 +138,19 @@ def _timestamp(value: Any, field: str) -> datetime:
     return _validated(parse_timestamp, value, field=field)
 
 
-@dataclass
-class _Cursors:
-    """What ``curated.json`` remembers about the daily logs, beside the curated state.
-
-    ``files``: for each daily file older than the cutoff day, ``[offset, lines, eligible]``
-    — the bytes and lines read, and how many of those facts were eligible. The cutoff
-    day's own file is read again each time (its facts cross the cutoff); ``open_file`` is
-    its ``[name, offset]`` as read. ``pending``: the eligible facts of the cursored files
-    that are not curated and can still count. ``dead``: per key, the eligible facts of the
-    cursored files that can never count again (not newer than the key's active revision).
-    ``report``: what a distill with nothing new would report (``None``: run the fold).
-    ``marker``: the ``daily/`` directory's mtime (ns) when the distill that wrote these
-    cursors listed the logs; ``None`` when a later write kept the cursors without listing
-    them again (then the next distill with nothing new checks each file).
-    """
-
-    policy: dict[str, Any]
-    cutoff: datetime
-    files: dict[str, list[int]] = field(default_factory=dict)
-    open_file: list[Any] | None = None
-    resolutions: int = 0
-    memory_md: str = ""
-    memory_md_bytes: int = 0
-    report: dict[str, int] | None = None
-    pending: list[Fact] = field(default_factory=list)
-    dead: dict[str, int] = field(default_factory=dict)
-    marker: int | None = None
-
-    def header(self) -> dict[str, Any]:
-        """The ``distill`` member: small, so a distill with nothing new parses only it."""
-        return {"policy": self.policy, "cutoff": format_timestamp(self.cutoff),
-                "marker": self.marker, "open_file": self.open_file,
-                "resolutions": self.resolutions, "memory_md": self.memory_md,
-                "memory_md_bytes": self.memory_md_bytes, "report": self.report}
-
-    @classmethod
-    def from_document(cls, header: Mapping[str, Any], files: Mapping[str, Any],
-                      pending: Sequence[Any], dead: Mapping[str, Any]) -> _Cursors:
-        marker = header["marker"]
-        if marker is not None and type(marker) is not int:
-            raise ValueError(f"marker {marker!r} is not a time in nanoseconds")
-        return cls(policy=dict(header["policy"]),
-                   cutoff=parse_timestamp(header["cutoff"], field="cutoff"),
-                   files={str(k): [int(n) for n in v] for k, v in files.items()},
-                   open_file=header["open_file"], resolutions=int(header["resolutions"]),
-                   memory_md=str(header["memory_md"]),
-                   memory_md_bytes=int(header["memory_md_bytes"]), report=header["report"],
-                   pending=[decode_fact({**f, "schema_version": SCHEMA_VERSION}, f["line"])
-                            for f in pending],
-                   dead={str(k): int(v) for k, v in dead.items()}, marker=marker)
-
-
-def _digest(text: str | bytes) -> str:
-    """What MEMORY.md's header entry holds: the SHA-256 of its UTF-8 bytes."""
-    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
-
-
-def _encode_document(document: Mapping[str, Any]) -> str:
-    """curated.json as ``encode_snapshot(document, records=RECORDS)`` writes it (the C
-    encoder, one record per line), each record checked on its own by
-    :func:`encode_json_line`: ``encode_snapshot`` checks the nesting of the document as
-    a whole, and a large curated view holds more than 100 brackets in total, so it walked
-    every entry in Python on every write."""
-    members = []
-    for name, value in document.items():
-        if name in RECORDS and isinstance(value, list) and value:
-            body = b"[\n" + b",\n".join(encode_json_line(v)[:-1] for v in value) + b"\n]"
-        elif isinstance(value, dict):
-            body = encode_json_line(value)[:-1]
-        else:  # a string, a number or null
-            body = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        members.append(json.dumps(name, ensure_ascii=False).encode("utf-8") + b":" + body)
-    return (b"{\n" + b",\n".join(members) + b"\n}\n").decode("utf-8")
-
-
-class _Head:
-    """The first lines of curated.json (``encode_snapshot``'s layout: ``{``, then one
-    ``"name":value,`` line per header member), read only as far as they are asked for."""
-
-    def __init__(self, handle: BinaryIO) -> None:
-        self._handle = handle
-        self._buffer = b""
-        self._chunk = 4096  # the distill member fits; the per-file cursors come next
-
-    def member(self, index: int, name: str) -> Any:
-        """The value of header line ``index`` (1-based after ``{``) if it is ``name``,
-        else the ``KeyError`` that sends the caller to the full read."""
-        while self._buffer.count(b"\n") <= index:
-            chunk = self._handle.read(self._chunk)
-            if not chunk:
-                raise KeyError(name)
-            self._buffer += chunk
-            self._chunk *= 4
-        lines = self._buffer.split(b"\n", index + 1)
-        if lines[0] != b"{":
-            raise KeyError(name)
-        try:
-            # the one validating parser: a header line nested 100,000 levels deep is a
-            # ValueError here (then the full read reports it), never a RecursionError
-            member = parse_json(b"{" + lines[index].rstrip(b",") + b"}")
-        except ValueError:  # UnicodeDecodeError, JSONDecodeError and too deep included
-            raise KeyError(name) from None
-        if not isinstance(member, dict) or list(member) != [name]:
-            raise KeyError(name)
-        return member[name]
-
-
 class WorkspaceMemory:
     """One project's facts, curated view, conflicts and MEMORY.md projection."""
+
+    #: how a distill reads a daily log from its cursor; ``None``: this module's
+    #: ``read_daily_since`` (the bulk matcher of ``line_matcher``, looked up at each
+    #: distill); ``read_daily_lines`` is the plain reader (same facts, same errors, slower)
+    read_daily: ClassVar[DailyReader | None] = None
+    #: the shortcut of a distill with nothing new; ``None`` always runs the fold
+    #: (same report, nothing written): see ``change_marker``
+    nothing_new_check: ClassVar[NothingNewCheck | None] = staticmethod(nothing_new)
+    #: how curated.json is encoded; ``encode_plain`` is the storage layer's encoder
+    #: (same text, slower): see ``curated_encoding``
+    encode_curated: ClassVar[DocumentEncoder] = staticmethod(encode_document)
 
     def __init__(self, project_dir: str | os.PathLike[str], *, workspace_id: str | None = None,
                  clock: Clock | None = None, lock_factory: LockFactory = file_lock) -> None:
@@ -294,6 +168,7 @@ class WorkspaceMemory:
         self.resolutions_path = self.directory / "resolutions.jsonl"
         self.memory_md_path = self.directory / "MEMORY.md"
         self._lock = lock_factory(self.directory / "workspace")
+        self._marker = ChangeMarker(self.daily_dir)
         doc = read_snapshot(self.identity_path, corruption_error=WorkspaceCorruptionError)
         if doc is None:  # written once, atomically: only its creation needs the lock
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -465,7 +340,7 @@ class WorkspaceMemory:
             raise WorkspaceCorruptionError(self.curated_path.name, None,
                                            f"format is {fmt!r}, expected {CURATED_FORMAT!r}")
 
-    def _load_document(self) -> tuple[CuratedState, _Cursors | None, dict[str, Any] | None]:
+    def _load_document(self) -> tuple[CuratedState, DistillCursors | None, dict[str, Any] | None]:
         """The curated state, the distill cursors stored with it, and the raw document."""
         doc = read_snapshot(self.curated_path, corruption_error=WorkspaceCorruptionError)
         if doc is None:
@@ -476,14 +351,14 @@ class WorkspaceMemory:
         try:
             state = CuratedState.from_dict(doc)
             header = doc.get("distill") if doc["format"] == CURATED_FORMAT else None
-            cursors = None if header is None else _Cursors.from_document(
+            cursors = None if header is None else DistillCursors.from_document(
                 header, doc["files"], doc["pending"], doc["dead"])
         except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
             raise WorkspaceCorruptionError(self.curated_path.name, None,
                                            f"bad curated document ({exc!r})") from None
         return state, cursors, doc
 
-    def _document(self, state: CuratedState, cursors: _Cursors | None) -> dict[str, Any]:
+    def _document(self, state: CuratedState, cursors: DistillCursors | None) -> dict[str, Any]:
         """curated.json: the header lines first (a distill with nothing new reads only
         the first three, and the per-file cursors on the fourth when the marker cannot
         vouch for the logs), then one entry, conflict and pending fact per line."""
@@ -495,14 +370,14 @@ class WorkspaceMemory:
                 [{**f.to_dict(), "line": f.line} for f in cursors.pending],
                 "dead": {} if cursors is None else dict(sorted(cursors.dead.items()))}
 
-    def _write_document(self, state: CuratedState, cursors: _Cursors | None) -> None:
+    def _write_document(self, state: CuratedState, cursors: DistillCursors | None) -> None:
         """Write curated.json with cursors kept from an earlier distill (a resolution):
         the marker is dropped, since only a distill that lists the logs may record it."""
         if cursors is not None:  # the digest of the MEMORY.md that shows this state
             shown = render_memory_md(self.workspace_scope, state).encode("utf-8")
-            cursors.memory_md, cursors.memory_md_bytes = _digest(shown), len(shown)
+            cursors.memory_md, cursors.memory_md_bytes = digest(shown), len(shown)
             cursors.marker = None
-        write_text_atomic(self.curated_path, _encode_document(self._document(state, cursors)))
+        write_text_atomic(self.curated_path, self.encode_curated(self._document(state, cursors)))
 
     def _settled(self, state: CuratedState) -> CuratedState:
         """``state`` with every audited resolution applied (repairs a crashed resolve)."""
@@ -512,7 +387,7 @@ class WorkspaceMemory:
                 state = apply_resolution(state, resolution)
         return state
 
-    def _store(self, after: CuratedState, cursors: _Cursors | None,
+    def _store(self, after: CuratedState, cursors: DistillCursors | None,
                stored: dict[str, Any] | None, *, listed: bool = False) -> None:
         """Write curated.json only when it changes, then make MEMORY.md match it.
 
@@ -525,29 +400,20 @@ class WorkspaceMemory:
         text = render_memory_md(self.workspace_scope, after)
         if cursors is not None:
             shown = text.encode("utf-8")
-            cursors.memory_md, cursors.memory_md_bytes = _digest(shown), len(shown)
+            cursors.memory_md, cursors.memory_md_bytes = digest(shown), len(shown)
         document = self._document(after, cursors)
         if stored is None or document != stored:
             if cursors is not None and not listed and cursors.marker is not None:
                 cursors.marker = None
                 document = self._document(after, cursors)
-            write_text_atomic(self.curated_path, _encode_document(document))
+            write_text_atomic(self.curated_path, self.encode_curated(document))
         self._project(after, text)
         if cursors is not None:
             self._stamp_memory_md()
 
     def _stamp_memory_md(self) -> None:
-        """Date MEMORY.md (just written, or just read and found equal to the projection)
-        1 ns before curated.json. Any later write of it — a hand edit, another library
-        call — carries a later time, so a distill with nothing new that finds this exact
-        time (and the recorded size) knows MEMORY.md is intact without hashing it; any
-        other time sends it to the digest. (A filesystem that cannot store the nanosecond
-        rounds it away: then every such distill hashes.)"""
-        try:
-            written = os.stat(self.curated_path).st_mtime_ns
-            os.utime(self.memory_md_path, ns=(written - 1, written - 1))
-        except OSError:
-            pass  # (best effort: the digest still decides)
+        """Date MEMORY.md 1 ns before curated.json (see ``change_marker``)."""
+        stamp_memory_md(self.curated_path, self.memory_md_path)
 
     def _project(self, state: CuratedState, text: str | None = None) -> str:
         if text is None:
@@ -604,195 +470,29 @@ class WorkspaceMemory:
         return report
 
     def _nothing_new(self, policy: DistillPolicy, as_of: datetime) -> DistillReport | None:
-        """The report of a distill that would change nothing, read from the cursors alone
-        (the header lines of curated.json and three ``stat`` calls); else ``None``.
-
-        The logs are unchanged when the ``daily/`` marker is the one recorded and was
-        already older than curated.json when that was written (see the module notes);
-        otherwise each daily file's size is checked against its cursor.
-        """
-        try:
-            handle = open(self.curated_path, "rb")
-        except FileNotFoundError:
-            return None
-        with handle:
-            written = os.fstat(handle.fileno()).st_mtime_ns
-            head = _Head(handle)
-            try:
-                self._check_header(head.member(1, "format"), head.member(2, "workspace_scope"))
-                header = head.member(3, "distill")
-                if header is None or header["report"] is None or \
-                        header["policy"] != policy.to_dict():
-                    return None
-                cutoff = policy.cutoff(as_of)
-                if parse_timestamp(header["cutoff"], field="cutoff") != cutoff:
-                    return None
-                try:
-                    audited = os.stat(self.resolutions_path).st_size
-                except FileNotFoundError:
-                    audited = 0
-                if audited != header["resolutions"]:
-                    return None
-                marker = header["marker"]
-                if type(marker) is not int or marker >= written or \
-                        marker != self._daily_marker():
-                    if not self._logs_unchanged(head.member(4, "files"),
-                                                header["open_file"], cutoff.date()):
-                        return None
-                if not self._memory_md_intact(header, written):
-                    return None
-                return DistillReport(**header["report"])
-            except (KeyError, TypeError, ValueError, AttributeError, InvalidInputError):
-                return None  # an unexpected header: the fold reads and checks everything
-
-    def _memory_md_intact(self, header: Mapping[str, Any], written: int) -> bool:
-        """Is MEMORY.md the projection the header describes? Its stamp and size say so
-        (see :meth:`_stamp_memory_md`), else its digest decides."""
-        try:
-            shown = os.stat(self.memory_md_path)
-        except FileNotFoundError:
-            return False
-        if shown.st_mtime_ns == written - 1 and shown.st_size == header["memory_md_bytes"]:
-            return True
-        try:
-            with open(self.memory_md_path, "rb") as handle:
-                return _digest(handle.read()) == header["memory_md"]
-        except FileNotFoundError:
-            return False
-
-    def _daily_marker(self) -> int | None:
-        """The change marker of the daily logs: the ``daily/`` directory's mtime (ns)."""
-        try:
-            return os.stat(self.daily_dir).st_mtime_ns
-        except FileNotFoundError:
-            return None
+        """The report of a distill that would change nothing, found without running the
+        fold (see ``change_marker``), or ``None``."""
+        check = self.nothing_new_check
+        return None if check is None else check(self, policy, as_of)
 
     def _mark_daily_changed(self) -> None:
-        """Bump the marker, *before* a fact is appended (a crash between the two costs
-        one per-file check, never a missed fact). Creating a file bumps it too."""
-        try:
-            os.utime(self.daily_dir)
-        except FileNotFoundError:
-            pass  # the append creates the directory: a marker no cursor recorded
+        """Bump the change marker of the daily logs before an append."""
+        self._marker.bump()
 
-    def _logs_unchanged(self, files: Mapping[str, list[int]], open_file: list[Any] | None,
-                        last_day: date) -> bool:
-        """Is every daily file up to ``last_day`` exactly as long as the cursors say?
-
-        One ``stat`` per file, relative to the open directory (no path objects: this is
-        the whole cost of a distill with nothing new).
-        """
-        try:
-            directory = os.open(self.daily_dir, os.O_RDONLY)
-        except FileNotFoundError:
-            return not files and open_file is None
-        except OSError:
-            return False  # (a platform that cannot open a directory: read everything)
-        try:
-            seen, open_seen = 0, open_file is None
-            for name in os.listdir(directory):
-                cursor = files.get(name)
-                if cursor is not None:
-                    if os.stat(name, dir_fd=directory).st_size != cursor[0]:
-                        return False
-                    seen += 1
-                elif open_file is not None and name == open_file[0]:
-                    if os.stat(name, dir_fd=directory).st_size != open_file[1]:
-                        return False
-                    open_seen = True
-                else:
-                    day = day_of_file(Path(name))
-                    if day is not None and day <= last_day:
-                        return False  # a daily file no cursor knows
-            return seen == len(files) and open_seen
-        finally:
-            os.close(directory)
-
-    def _distill(self, state: CuratedState, cursors: _Cursors | None, policy: DistillPolicy,
-                 as_of: datetime, last_day: date
-                 ) -> tuple[CuratedState, DistillReport, _Cursors]:
-        """Fold the pending facts and the lines appended since the cursors into ``state``.
-
-        Equal, state and report, to folding every line of every daily file up to the
-        cutoff day again: a fact a cursor has passed is curated, pending (folded again
-        here) or dead (counted, as the full fold would count it, but never read again).
-        """
-        cutoff = policy.cutoff(as_of)
-        if cursors is None or cursors.policy != policy.to_dict() or cutoff < cursors.cutoff:
-            cursors = _Cursors(policy.to_dict(), cutoff)  # read everything again
-        marker = self._daily_marker()  # before the listing: a later change is seen next time
-        stable = policy.stable_kinds
-        kept_dead = dict(cursors.dead)
-        files: dict[str, list[int]] = {}
-        candidates = list(cursors.pending)
-        scanned = eligible = 0
-        open_file = None
-        for path in self._daily_files():
-            day = day_of_file(path)
-            if day > last_day:
-                break
-            cursor = cursors.files.get(path.name) if day < last_day else None
-            offset, lines, counted = cursor if cursor is not None else (0, 0, 0)
-            # the facts of a stable kind (no other can count under this policy), each
-            # line checked all the same
-            new, offset, lines = read_daily_since(path, self.workspace_scope,
-                                                  (offset, lines), stable)
-            candidates += new
-            if day < last_day:
-                counted += len(new)
-                files[path.name] = [offset, lines, counted]
-                eligible += counted
-            else:
-                open_file = [path.name, offset]
-                eligible += sum(1 for f in new if f.recorded_at <= cutoff)
-            scanned += lines
-        held_before = {c.memory_key for c in state.conflicts.values() if c.status == OPEN}
-        after, folded, uncurated = fold_facts(state, candidates, policy=policy, as_of=as_of)
-
-        # what stays: the eligible facts that are not curated, pending or dead for good
-        active = {e.memory_key: e for e in after.entries.values()
-                  if e.memory_key is not None and e.status == ACTIVE}
-        held = {c.memory_key for c in after.conflicts.values() if c.status == OPEN}
-        cutoff_day = datetime.combine(last_day, datetime.min.time(), cutoff.tzinfo)
-        pending: list[Fact] = []  # (a fact before the cutoff day is in a cursored file)
-        dead: Counter[str] = Counter(kept_dead)
-        again_pending = 0
-        again_dead: Counter[str] = Counter(kept_dead)
-        newest = {k: e.last_recorded_at for k, e in active.items()}
-        for fact in uncurated:
-            key, at = fact.memory_key, fact.recorded_at
-            if key is not None and key in newest and at <= newest[key]:
-                again_dead[key] += 1
-                if at < cutoff_day:
-                    dead[key] += 1
-            else:
-                again_pending += 1
-                if at < cutoff_day:
-                    pending.append(fact)
-
-        def split(counts: Mapping[str, int], frozen: set[str]) -> tuple[int, int]:
-            return (sum(n for k, n in counts.items() if k in frozen),
-                    sum(n for k, n in counts.items() if k not in frozen))
-
-        held_dead, stale_dead = split(kept_dead, held_before)
-        report = DistillReport(
-            scanned=scanned, eligible=eligible, created=folded.created,
-            updated=folded.updated, skipped=folded.skipped + held_dead,
-            superseded=folded.superseded, conflicts=folded.conflicts,
-            stale=folded.stale + stale_dead)
-        again_held, again_stale = split(again_dead, held)
-        again = DistillReport(scanned=scanned, eligible=eligible,
-                              skipped=again_pending + again_held,
-                              conflicts=folded.conflicts, stale=again_stale)
+    def _distill(self, state: CuratedState, cursors: DistillCursors | None,
+                 policy: DistillPolicy, as_of: datetime, last_day: date
+                 ) -> tuple[CuratedState, DistillReport, DistillCursors]:
+        """Fold the facts not folded yet into ``state`` (see ``distill_cursors``)."""
+        marker = self._marker.read()  # before the listing: a later change is seen next time
+        daily_files = self._daily_files()
         try:
             audited = self.resolutions_path.stat().st_size
         except FileNotFoundError:
             audited = 0
-        pending.sort(key=lambda f: (f.recorded_at, f.line))  # = Fact.order
-        return after, report, _Cursors(
-            policy=policy.to_dict(), cutoff=cutoff, files=files, open_file=open_file,
-            resolutions=audited, report=again.to_dict(), pending=pending,
-            dead={k: n for k, n in sorted(dead.items()) if n}, marker=marker)
+        return distill_since(state, cursors, policy, as_of, last_day,
+                             daily_files=daily_files, workspace_scope=self.workspace_scope,
+                             read_daily=self.read_daily or read_daily_since,
+                             marker=marker, audited=audited)
 
     # -- reading ----------------------------------------------------------------------------
 

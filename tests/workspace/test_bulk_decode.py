@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from labmem.core.clock import FixedClock
 from labmem.core.errors import LabmemError
 from labmem.workspace import KINDS, DistillPolicy, WorkspaceCorruptionError, WorkspaceMemory
-from labmem.workspace.facts import decode_daily_lines, open_daily_log, read_daily_since
+from labmem.workspace.facts import open_daily_log
+from labmem.workspace.line_matcher import decode_daily_lines, read_daily_since
 
 SCOPE = "0123456789abcdef"
 DAY, DAY_NAME = date(2026, 7, 1), "2026-07-01.jsonl"
@@ -244,9 +245,9 @@ NOW = datetime(2026, 10, 1, tzinfo=timezone.utc)
 
 def _distilled(root, policy, as_of, *, line_by_line):
     """The report (or error) of a fresh instance's distill, and the files it wrote."""
-    from labmem.workspace import facts as facts_module
+    from labmem.workspace import line_matcher
 
-    slow = mock.patch.object(facts_module, "decode_daily_lines", lambda *a, **k: None)
+    slow = mock.patch.object(line_matcher, "decode_daily_lines", lambda *a, **k: None)
     try:
         with slow if line_by_line else contextlib.nullcontext():
             outcome = WorkspaceMemory(root, clock=FixedClock(NOW)).distill(policy=policy,
