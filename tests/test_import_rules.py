@@ -38,7 +38,7 @@ FACES = frozenset({"walkthrough", "resilience", "cli", "chat", "notebook", "exer
 ALLOWED_CROSS_LAYER = frozenset({("labmem.context.sources", "transcript"),
                                  ("labmem.context.sources", "artifacts")})
 
-TREE = {"__init__.py", "core", "transcript.py", "workspace", "user.py", "recall", "artifacts",
+TREE = {"__init__.py", "core", "transcript", "workspace", "user", "recall", "artifacts",
         "context", "mmu", "story", "walkthrough", "resilience.py", "cli.py", "chat.py",
         "notebook.py", "exercises", "agents", "scratch"}
 CORE_MODULES = {"__init__", "clock", "errors", "provenance", "storage", "locking", "arrayfile",

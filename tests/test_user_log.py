@@ -26,9 +26,14 @@ from labmem.user import (
     UserMemory,
     UserMemoryCorruptionError,
     UserScopeError,
+    blocks,
+    compaction,
+    follow,
     preference_write_status,
     render_memory_md,
 )
+from labmem.user import memory as user_memory
+from labmem.user.render import active_at
 from tests import user_workers
 from tests.file_access import FileAccess
 from tests.procs import run_child, run_processes
@@ -82,8 +87,9 @@ def test_a_change_is_one_log_line_and_a_new_memory_md_nothing_else(tmp_path, mon
     for name in ("write_text_atomic", "write_bytes_atomic"):  # every whole-file writer
         real = getattr(storage, name)
         monkeypatch.setattr(storage, name, spy(real))
-        if hasattr(user, name):
-            monkeypatch.setattr(user, name, spy(real))
+        for module in (user_memory, follow):  # the package's modules that import it
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, spy(real))
     monkeypatch.setattr(storage.JsonlLog, "append_many", spy_append)
     snapshot = memory.preferences_path.read_bytes()
     for i in range(10):
@@ -116,7 +122,7 @@ def test_lines_carry_scope_and_generation_and_the_snapshot_says_what_it_covers(t
 
 
 def test_the_log_is_compacted_when_it_outgrows_the_snapshot(tmp_path, monkeypatch):
-    monkeypatch.setattr(user, "COMPACT_MIN_LINES", 4)
+    monkeypatch.setattr(compaction, "COMPACT_MIN_LINES", 4)
     memory = make(tmp_path)
     sizes = []
     for i in range(40):
@@ -264,8 +270,8 @@ def test_any_run_of_writes_matches_the_decision_rule(tmp_path_factory, ops):
     clock = FixedClock(at(0))
     pair = [make(root, clock=clock), make(root, clock=clock)]
     model = {}
-    old_min = user.COMPACT_MIN_LINES
-    user.COMPACT_MIN_LINES = 2
+    old_min = compaction.COMPACT_MIN_LINES
+    compaction.COMPACT_MIN_LINES = 2
     try:
         for step, (op, key, value, expires, hours, who) in enumerate(ops):
             clock.at = at(step)
@@ -291,12 +297,12 @@ def test_any_run_of_writes_matches_the_decision_rule(tmp_path_factory, ops):
                     key, value, write.revision, when, expires_at=expires_at,
                     deleted_at=when if value is None else None)
                 shown = render_memory_md(memory.user_scope, memory.read_profile(),
-                                         user._active(model, clock.at), clock.at)
+                                         active_at(model, clock.at), clock.at)
                 assert memory.memory_md_path.read_text(encoding="utf-8") == shown
             for reader in (*pair, make(root)):
                 assert {k: p for k, p in reader._load_preferences().items()} == model
     finally:
-        user.COMPACT_MIN_LINES = old_min
+        compaction.COMPACT_MIN_LINES = old_min
 
 
 # -- crashes ------------------------------------------------------------------------------
@@ -410,13 +416,15 @@ CACHE_OPS = st.lists(st.tuples(st.sampled_from(["set", "set", "set", "delete"]),
                      min_size=1, max_size=60)
 
 
+@pytest.mark.parametrize("renderer", [blocks.MemoryMdBlocks, blocks.PlainMemoryMd])
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 90), CACHE_OPS)
-def test_memory_md_from_the_kept_blocks_is_render_memory_md(preset, ops):
+def test_memory_md_from_the_kept_blocks_is_render_memory_md(renderer, preset, ops):
     """The cache keeps MEMORY.md's lines encoded and joined in blocks (a change re-joins
     one block; a key coming or going moves the blocks after it). Over any run of sets,
-    deletes and expiries across block boundaries, its bytes are render_memory_md's."""
-    cache = user._PreferenceCache()
+    deletes and expiries across block boundaries, its bytes are render_memory_md's —
+    and so are those of the plain renderer, which keeps nothing."""
+    cache = follow.PreferenceCache(renderer())
     profile = user.UserProfile(user_scope="scope", name="Ali")
     revisions = {}
 
@@ -431,5 +439,35 @@ def test_memory_md_from_the_kept_blocks_is_render_memory_md(preset, ops):
         put(f"k{k:03d}", None if op == "delete" else f"v{step}",
             None if op == "delete" or expires is None else at(expires))
         as_of = at(hours)
-        expected = render_memory_md("scope", profile, user._active(cache.state, as_of), as_of)
+        expected = render_memory_md("scope", profile, active_at(cache.state, as_of), as_of)
         assert cache.render("scope", profile, as_of) == expected.encode("utf-8")
+
+
+def test_the_block_cache_is_optional(tmp_path, monkeypatch):
+    """``UserMemory.memory_md_renderer`` is the seam: without the block cache every file
+    holds the same bytes after the same writes."""
+    def run(root):
+        memory = make(root, clock=FixedClock(at(0)))
+        for k in range(40):
+            memory.set_preference(f"k{k:02d}", f"v{k}", expires_at=at(2) if k % 7 else None)
+        memory.delete_preference("k03", deleted_at=at(1))
+        memory.set_preference("k05", "changed", updated_at=at(1))
+        memory.refresh_memory_md(at(3))
+        return every_file(memory)
+
+    kept = run(tmp_path / "blocks")
+    monkeypatch.setattr(UserMemory, "memory_md_renderer", blocks.PlainMemoryMd)
+    assert run(tmp_path / "plain") == kept
+
+
+
+def test_following_a_change_then_deleting_the_last_key_renders_none(tmp_path):
+    """An instance that projected, then followed another's change of its only key from
+    the log (no projection in between), then deletes that key: MEMORY.md shows none.
+    (The change left its block marked for re-joining; the delete removed that block.)"""
+    clock = FixedClock(at(0))
+    first, second = make(tmp_path, clock=clock), make(tmp_path, clock=clock)
+    first.set_preference("a", "x", updated_at=at(1))
+    second.set_preference("a", "y", updated_at=at(2))
+    assert first.delete_preference("a", deleted_at=at(3)).status == "deleted"
+    assert first.memory_md_path.read_text(encoding="utf-8").endswith("- (none active)\n")

@@ -68,12 +68,13 @@ def write_and_die_at(root, boundary, operation, key, value):
 
     from labmem import user
     from labmem.core.clock import FixedClock
+    from labmem.user import memory as user_memory
 
     def die_at(reached):
         if reached == boundary:
             os._exit(CRASH_EXIT_CODE)  # no cleanup, no flush: like a killed process
 
-    user._reached = die_at
+    user_memory._reached = die_at
     memory = user.UserMemory(root, user_id="alice", clock=FixedClock("2026-08-01T12:00:00Z"))
     if operation == "delete":
         memory.delete_preference(key)
@@ -95,8 +96,9 @@ def write_until_killed(root, acks_path, first, compact_every, kill_after):
 
     from labmem import user
     from labmem.core.clock import SteppingClock
+    from labmem.user import compaction
 
-    user.COMPACT_MIN_LINES = compact_every
+    compaction.COMPACT_MIN_LINES = compact_every
     memory = user.UserMemory(root, user_id="alice",
                              clock=SteppingClock("2026-08-01T00:00:00Z"))
     threading.Timer(kill_after, os.kill, (os.getpid(), signal.SIGKILL)).start()
@@ -123,8 +125,9 @@ def churn_or_read(root, worker, writers, count, start, results):
 
     from labmem import user
     from labmem.core.clock import SteppingClock
+    from labmem.user import compaction
 
-    user.COMPACT_MIN_LINES = 2
+    compaction.COMPACT_MIN_LINES = 2
     memory = user.UserMemory(root, user_id="alice",
                              clock=SteppingClock("2026-08-01T00:00:00Z"))
     start.wait()
