@@ -74,6 +74,11 @@ class ContractReport:
     def failing(self) -> tuple[ContractResult, ...]:
         return tuple(r for r in self.results if not r.ok)
 
+    @property
+    def failing_names(self) -> frozenset[str]:
+        """The names of the broken contracts (what a test asserts a wrong piece breaks)."""
+        return frozenset(r.contract for r in self.failing)
+
     def __bool__(self) -> bool:
         return self.ok
 

@@ -41,9 +41,6 @@ def stub(*args):
     raise NotImplementedError
 
 
-def failing(report):
-    return {result.contract for result in report.failing}
-
 
 def test_stubs_are_reported_as_not_written_yet():
     report = exercises.check_layer(externalize=stub, next_lease=stub, cleanup_reason=stub)
@@ -63,7 +60,7 @@ def test_the_chapters_pieces_pass_and_unknown_pieces_are_refused():
 
 def assert_breaks(report, *contracts):
     assert not report.ok
-    assert set(contracts) <= failing(report), repr(report)
+    assert set(contracts) <= report.failing_names, repr(report)
 
 
 # externalize: wrong, then right in another way --------------------------------------------

@@ -118,9 +118,6 @@ def stub(*args):
     raise NotImplementedError
 
 
-def failing(report):
-    return {result.contract for result in report.failing}
-
 
 def check(**pieces):
     return exercises.check_layer(**pieces)
@@ -128,7 +125,7 @@ def check(**pieces):
 
 def test_stubs_are_reported_as_not_written_yet():
     report = check(close_tool_pairs=stub, clear_old_tool_results=stub, summarize_rounds=stub)
-    assert {TRUNCATION, DEDUP, BROKEN_PAIR} == set(NAMES) - failing(report)
+    assert {TRUNCATION, DEDUP, BROKEN_PAIR} == set(NAMES) - report.failing_names
     text = repr(report)
     assert text.startswith(f"✗ your compaction passes 3 of {len(NAMES)} contracts; failing:")
     assert "not written yet (stub() raises NotImplementedError)" in text
@@ -188,7 +185,7 @@ def keep_everything(messages, keep):
 ])
 def test_wrong_pair_rules_are_named(wrong, broken):
     report = check(close_tool_pairs=wrong)
-    assert broken <= failing(report), repr(report)
+    assert broken <= report.failing_names, repr(report)
     assert "smallest case:" in repr(report)
 
 
@@ -258,7 +255,7 @@ def clear_without_naming(messages, policy):
                                    clear_without_naming])
 def test_wrong_clearing_is_named(wrong):
     report = check(clear_old_tool_results=wrong)
-    assert CLEARING in failing(report), repr(report)
+    assert CLEARING in report.failing_names, repr(report)
 
 
 def clear_by_position(messages, policy):
@@ -340,7 +337,7 @@ def summary_trusting_the_summarizer(messages, policy, summarizer):
 ])
 def test_wrong_round_summaries_are_named(wrong, broken):
     report = check(summarize_rounds=wrong)
-    assert broken in failing(report), repr(report)
+    assert broken in report.failing_names, repr(report)
 
 
 def summarize_rounds_differently(messages, policy, summarizer):

@@ -75,3 +75,9 @@ def test_every_layer_exercise_names_pieces_its_module_defines():
             own[name] = owner
         assemble(module, own)  # each name is one the module defines
         assert exercise.contracts >= 8
+
+
+def test_a_report_names_its_broken_contracts():
+    report = SUITE.run(assemble(toy_layer, {"step": lambda n: 2}))
+    assert report.failing_names == {"each bump adds one"}
+    assert SUITE.run(toy_layer).failing_names == frozenset()
