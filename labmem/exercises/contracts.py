@@ -108,6 +108,18 @@ class ContractSuite:
                               who)
 
 
+def expect(case: str, got: Any, want: Any, *, show: Callable[[Any], str] = repr) -> None:
+    """Raise :class:`ContractBroken` naming ``case`` when ``got`` is not ``want``."""
+    if got != want:
+        raise ContractBroken(f"smallest case: {case} — expected {show(want)}, got {show(got)}")
+
+
+def is_a(exc: BaseException, error: type) -> bool:
+    """``exc`` is an ``error`` by class name: a learner's piece raises the chapter's own
+    class, which in an :func:`assemble` copy is a class of the same name, not the same class."""
+    return any(cls.__name__ == error.__name__ for cls in type(exc).__mro__)
+
+
 def _attempt(contract: Contract, impl: Any) -> ContractResult:
     try:
         contract.check(impl)

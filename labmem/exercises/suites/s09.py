@@ -28,7 +28,7 @@ from typing import Any
 
 from labmem import transcript as production
 from labmem.core.clock import SteppingClock, format_timestamp
-from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
+from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import s09 as scratch_module
 
 START = "2026-08-01T09:00:00Z"
@@ -140,7 +140,7 @@ def _refused(impl: Any, error: type, action: Callable[[], Any], case: str) -> Ba
     try:
         got = action()
     except Exception as exc:
-        if _is_a(exc, error):
+        if is_a(exc, error):
             return exc
         if isinstance(exc, NotImplementedError):
             raise  # a stub: reported as not written yet
@@ -151,12 +151,6 @@ def _refused(impl: Any, error: type, action: Callable[[], Any], case: str) -> Ba
                          f"accepted ({_short_value(got)})")
 
 
-def _is_a(exc: BaseException, error: type) -> bool:
-    """``exc`` is an ``error`` by class name: a learner's piece written in the chapter
-    raises the chapter's own class, a copy of the module's (:func:`assemble`)."""
-    return any(cls.__name__ == error.__name__ for cls in type(exc).__mro__)
-
-
 def _short_value(value: Any) -> str:
     value = _flat(value) if hasattr(value, "to_dict") else value
     text = repr(value)
@@ -164,9 +158,7 @@ def _short_value(value: Any) -> str:
 
 
 def _expect(case: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise ContractBroken(f"smallest case: {case} — expected {_short_value(want)}, "
-                             f"got {_short_value(got)}")
+    expect(case, got, want, show=_short_value)
 
 
 # -- appending ----------------------------------------------------------------------------

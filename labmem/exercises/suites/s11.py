@@ -23,11 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import FixedClock, parse_timestamp
-from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
+from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect
 
 T0 = parse_timestamp("2026-08-01T00:00:00Z", field="T0")
 #: How long a write must stay blocked while the contract holds the user's lock.
 LOCK_WAIT_SECONDS = 0.4
+
+
+def _expect(case: str, got: Any, want: Any) -> None:
+    expect(case, got, want, show=repr)
 
 
 def hour(h: float) -> datetime:
@@ -102,11 +106,6 @@ def _files(memory: Any) -> dict[str, bytes]:
     """Every file of the user's directory, name → bytes (the lock file's content is empty)."""
     return {p.name: p.read_bytes() for p in sorted(Path(memory.directory).iterdir())
             if p.is_file()}
-
-
-def _expect(case: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise ContractBroken(f"smallest case: {case} — expected {want!r}, got {got!r}")
 
 
 def _summary(write: Any) -> tuple[str, Any, Any, int]:

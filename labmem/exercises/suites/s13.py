@@ -35,7 +35,7 @@ from typing import Any
 
 from labmem import artifacts as production
 from labmem.core.clock import FixedClock, SteppingClock, parse_timestamp
-from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
+from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import s13 as scratch_module
 
 START = "2026-08-01T09:00:00Z"
@@ -110,22 +110,14 @@ def _short(value: Any) -> str:
 
 
 def _expect(case: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise ContractBroken(f"smallest case: {case} — expected {_short(want)}, "
-                             f"got {_short(got)}")
-
-
-def _is_a(exc: BaseException, error: type) -> bool:
-    """``exc`` is an ``error`` by class name: a learner's piece raises the chapter's own
-    class, a copy of the module's (:func:`~labmem.exercises.contracts.assemble`)."""
-    return any(cls.__name__ == error.__name__ for cls in type(exc).__mro__)
+    expect(case, got, want, show=_short)
 
 
 def _refused(error: type, action: Callable[[], Any], case: str) -> BaseException:
     try:
         got = action()
     except Exception as exc:
-        if _is_a(exc, error):
+        if is_a(exc, error):
             return exc
         if isinstance(exc, NotImplementedError):
             raise

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from labmem import context as production
-from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
+from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import s14_compaction as scratch_module
 
 AT = "2026-08-01T09:30:00Z"
@@ -169,11 +169,6 @@ def _compact(impl: Any, messages: list[Message], summarizer: Callable[[str], str
                                 policy=_policy(impl, **settings))
 
 
-def _expect(case: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise ContractBroken(f"smallest case: {case} — expected {_show(want)}, got {_show(got)}")
-
-
 def _show(value: Any) -> str:
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], dict):
         text = shorts(value)
@@ -182,8 +177,8 @@ def _show(value: Any) -> str:
     return text if len(text) <= 240 else text[:237] + "..."
 
 
-def _is_a(exc: BaseException, error: type) -> bool:
-    return any(cls.__name__ == error.__name__ for cls in type(exc).__mro__)
+def _expect(case: str, got: Any, want: Any) -> None:
+    expect(case, got, want, show=_show)
 
 
 def _view(case: str, run: Callable[[], Any]) -> Any:
@@ -450,7 +445,7 @@ def too_big_after_every_layer_is_refused(impl: Any) -> None:
         except Exception as exc:
             if isinstance(exc, NotImplementedError):
                 raise
-            if not _is_a(exc, impl.MessageViewLimitExceeded):
+            if not is_a(exc, impl.MessageViewLimitExceeded):
                 raise ContractBroken(f"smallest case: {case} — expected "
                                      f"MessageViewLimitExceeded, got {type(exc).__name__}: "
                                      f"{exc}") from None
@@ -478,7 +473,7 @@ def a_broken_pair_is_refused_before_any_layer(impl: Any) -> None:
         except Exception as exc:
             if isinstance(exc, NotImplementedError):
                 raise
-            if not _is_a(exc, impl.ToolProtocolError):
+            if not is_a(exc, impl.ToolProtocolError):
                 raise ContractBroken(f"smallest case: {case} — expected ToolProtocolError, got "
                                      f"{type(exc).__name__}: {exc}") from None
             if where not in str(exc):

@@ -27,7 +27,7 @@ from typing import Any
 
 from labmem import agents as production
 from labmem.core.clock import SteppingClock
-from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
+from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import s15 as scratch_module
 
 
@@ -76,15 +76,14 @@ PRODUCTION = _Production()
 
 # -- helpers ------------------------------------------------------------------------------
 
-def _is_a(exc: BaseException, error: type) -> bool:
-    """``exc`` is an ``error`` by class name: a learner's copy of the module has its own
-    classes (:func:`~labmem.exercises.contracts.assemble`)."""
-    return any(cls.__name__ == error.__name__ for cls in type(exc).__mro__)
-
 
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 90 else text[:60] + "…" + text[-20:]
+
+
+def _expect(case: str, got: Any, want: Any) -> None:
+    expect(case, got, want, show=_short)
 
 
 def _refused(error: type, action: Callable[[], Any], case: str) -> None:
@@ -93,18 +92,12 @@ def _refused(error: type, action: Callable[[], Any], case: str) -> None:
     except NotImplementedError:
         raise
     except Exception as exc:
-        if _is_a(exc, error):
+        if is_a(exc, error):
             return
         raise ContractBroken(f"smallest case: {case} — expected {error.__name__}, got "
                              f"{type(exc).__name__}: {str(exc)[:120]}") from None
     raise ContractBroken(f"smallest case: {case} — expected {error.__name__}, but it was "
                          f"accepted ({_short(got)})")
-
-
-def _expect(case: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise ContractBroken(f"smallest case: {case} — expected {_short(want)}, got "
-                             f"{_short(got)}")
 
 
 def _refused_path(impl: Any, path: Any) -> None:
@@ -242,7 +235,7 @@ def links_are_never_followed(impl: Any) -> None:
             except NotImplementedError:
                 raise
             except Exception as exc:
-                if not _is_a(exc, impl.MemoryToolError):
+                if not is_a(exc, impl.MemoryToolError):
                     raise ContractBroken(f"smallest case: {case} — expected MemoryToolError,"
                                          f" got {type(exc).__name__}: {exc}") from None
             _expect(f"{case}: the files outside", _files(outside), before)

@@ -29,7 +29,7 @@ from typing import Any
 
 from labmem import story as production
 from labmem.core.clock import SteppingClock
-from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
+from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import story as scratch_module
 
 T0 = "2026-09-01T09:00:00Z"
@@ -102,28 +102,20 @@ def _run(pad: Any, claims: tuple) -> list[Any]:
     return [_claim(pad, c[0], c[1], payload=c[2] if len(c) > 2 else None) for c in claims]
 
 
-def _is_a(exc: BaseException, error: type) -> bool:
-    """By class name: a learner's piece raises the chapter's own class, a copy of the
-    module's (:func:`~labmem.exercises.contracts.assemble`)."""
-    return any(cls.__name__ == error.__name__ for cls in type(exc).__mro__)
-
-
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _expect(case: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise ContractBroken(f"smallest case: {case} — expected {_short(want)}, "
-                             f"got {_short(got)}")
+    expect(case, got, want, show=_short)
 
 
 def _refused(error: type, action: Callable[[], Any], case: str) -> BaseException:
     try:
         got = action()
     except Exception as exc:
-        if _is_a(exc, error):
+        if is_a(exc, error):
             return exc
         if isinstance(exc, NotImplementedError):
             raise

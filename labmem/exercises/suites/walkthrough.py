@@ -38,7 +38,7 @@ from typing import Any
 from labmem import walkthrough as production
 from labmem.core.clock import FixedClock, format_timestamp
 from labmem.core.provenance import scope_digest
-from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
+from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect
 from labmem.recall import RecallEngine, RemoteMemoryStore
 from labmem.scratch import walkthrough as scratch_module
 from labmem.transcript import Transcript
@@ -198,9 +198,7 @@ def _short(value: Any) -> str:
 
 
 def _expect(case: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise ContractBroken(f"smallest case: {case} — expected {_short(want)}, "
-                             f"got {_short(got)}")
+    expect(case, got, want, show=_short)
 
 
 # -- the boundary checks, after a restart ---------------------------------------------------
