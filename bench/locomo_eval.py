@@ -32,8 +32,9 @@ Splits: the contextual scorer's weights were tuned on the **even-indexed** conve
 (``bench/tune_contextual.py``); every figure is reported on the **odd-indexed** half
 (1, 3, 5, 7, 9, held out), the even half and all ten, with every peer in the same run.
 
-Engines: labmem's ``RecallEngine`` with each scorer (teaching, bm25, hybrid, contextual;
-the contextual one also over a SQLite store, which must rank identically), and the
+Engines: labmem's ``RecallEngine`` with each scorer (teaching, bm25, bm25_recency,
+contextual, dense, fused; the contextual one also over a SQLite store, which must rank
+identically; dense also with float16 vectors, to show what int8 costs), and the
 peers, each given the record's searchable text (source title, summary, content):
 ``rank_bm25.BM25Okapi``, ``bm25s`` and SQLite FTS5 ``bm25()`` on labmem's plain terms;
 SQLite FTS5 with its own ``porter`` tokenizer (the question's words OR-ed); ``bm25s`` with
@@ -45,6 +46,13 @@ The ablation adds the contextual scorer's steps one at a time, from plain BM25 (
 the contextual scorer reproduces exactly with plain terms, b = 0.75 and the title
 counted with the text) to the full scorer, and reports each step's gain on the held-out
 half; a second table measures each step alone on top of plain BM25.
+
+Dense and fused (labmem.recall.dense): the packaged WordLlama model, vectors computed
+when a store is first indexed (not timed: a per-question latency counts only the query's
+own embedding and the scan). The fused scorer's settings were chosen on the even half and
+the labeled tune split only (bench/tune_fused.py). Two more sections: the labeled en+zh
+set by language (does the packaged model handle the Chinese queries?), and the exact
+dense scan timed at growing store sizes (synthetic int8 rows).
 
 Run it::
 
@@ -79,6 +87,7 @@ from labmem.core.provenance import MemorySource
 from labmem.core.text import term_frequencies
 from labmem.recall import (
     ContextualScorer,
+    DenseScorer,
     EnglishAnalyzer,
     MemoryKind,
     RecallEngine,
@@ -98,8 +107,12 @@ KS = (1, 5, 10)
 SUMMARY_CHARS = 200
 SPLITS = {"odd": "odd half (1, 3, 5, 7, 9: held out)",
           "even": "even half (0, 2, 4, 6, 8: tuned on)", "all": "all ten"}
-LABMEM_SCORERS = ("teaching", "bm25", "hybrid", "contextual")
+LABMEM_SCORERS = ("teaching", "bm25", "bm25_recency", "contextual", "dense", "fused")
 CONTEXTUAL = "labmem contextual"
+DENSE = "labmem dense"
+FUSED = "labmem fused"
+DENSE_FLOAT16 = "labmem dense (float16 vectors)"
+SCAN_SIZES = (1_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
 CONTEXTUAL_SQLITE = "labmem contextual (SQLite)"
 PEERS = ("rank_bm25 BM25Okapi", "bm25s", "SQLite FTS5 bm25", "SQLite FTS5 porter",
          "bm25s (own tokenizer, English stopwords)",
@@ -364,7 +377,8 @@ def ablation_names() -> list[str]:
 
 
 def engine_names() -> list[str]:
-    return [f"labmem {s}" for s in LABMEM_SCORERS] + [CONTEXTUAL_SQLITE] + list(PEERS)
+    return ([f"labmem {s}" for s in LABMEM_SCORERS] + [DENSE_FLOAT16, CONTEXTUAL_SQLITE]
+            + list(PEERS))
 
 
 def evaluate_conversation(conv: Conversation, workdir: Path, *,
@@ -377,8 +391,13 @@ def evaluate_conversation(conv: Conversation, workdir: Path, *,
         f"labmem {name}": labmem_ranker(RecallEngine(store, scorer=name), conv.as_of)
         for name in LABMEM_SCORERS
     }
+    rankers[DENSE_FLOAT16] = labmem_ranker(
+        RecallEngine(store, scorer=DenseScorer(encoding="float16")), conv.as_of)
     rankers[CONTEXTUAL_SQLITE] = labmem_ranker(
         RecallEngine(sqlite_store, scorer="contextual"), conv.as_of)
+    for engine in ("dense", "fused", DENSE_FLOAT16):  # vectors computed when indexed, not
+        name = engine if engine.startswith("labmem") else f"labmem {engine}"  # per question
+        rankers[name]("warm up")
     rankers |= peer_rankers(records)
     if ablation:
         shared = RecallEngine(store, scorer=PLAIN_BM25)  # one index for every variant
@@ -492,7 +511,7 @@ def ablation_table(ablations: dict, names: Sequence[str], *, cumulative: bool) -
 
 
 def targets(summaries: dict) -> list[str]:
-    lines = ["| target (issue 16) | odd half | all ten | met |", "|---|---:|---:|:---:|"]
+    lines = ["| target | odd half | all ten | met |", "|---|---:|---:|:---:|"]
     odd, full = summaries["odd"], summaries["all"]
     ok = any10(odd, CONTEXTUAL) >= 0.80 and any10(full, CONTEXTUAL) >= 0.80
     lines.append(f"| contextual any@10 ≥ 0.80 | {any10(odd, CONTEXTUAL):.3f} | "
@@ -503,6 +522,13 @@ def targets(summaries: dict) -> list[str]:
         ok = d_odd >= 0.15 and d_all >= 0.15
         lines.append(f"| ≥ 0.15 above {peer} | {d_odd:+.3f} | {d_all:+.3f} | "
                      f"{'yes' if ok else 'no'} |")
+    ok = any10(odd, FUSED) >= 0.85
+    lines.append(f"| fused any@10 ≥ 0.85 (issue 36) | {any10(odd, FUSED):.3f} | "
+                 f"{any10(full, FUSED):.3f} | {'yes' if ok else 'no'} |")
+    r_odd = odd[FUSED]["p50_us"] / odd[CONTEXTUAL]["p50_us"]
+    r_all = full[FUSED]["p50_us"] / full[CONTEXTUAL]["p50_us"]
+    lines.append(f"| fused p50 ≤ 2 × contextual's (issue 36) | ×{r_odd:.2f} | ×{r_all:.2f} | "
+                 f"{'yes' if r_odd <= 2 and r_all <= 2 else 'no'} |")
     for peer in (FTS5_PORTER, FTS5):
         r_odd = odd[CONTEXTUAL]["p50_us"] / odd[peer]["p50_us"]
         r_all = full[CONTEXTUAL]["p50_us"] / full[peer]["p50_us"]
@@ -537,6 +563,7 @@ def render_markdown(report: dict) -> str:
         alone_names = [n for n in report["ablation"]["odd"] if n.startswith("alone: ")]
         lines += [
             "## Targets", "", *targets(report["splits"]), "",
+            *dense_summary(report),
             "## Ablation: each step's gain on the held-out odd half (any@10, categories 1–4)",
             "", *ablation_table(report["ablation"], ladder_names, cumulative=True), "",
             "Each step alone, on top of plain BM25:", "",
@@ -555,7 +582,111 @@ def render_markdown(report: dict) -> str:
         ]
     lines += ["## full@10 per category (all conversations run)", "",
               *category_table(report["splits"]["all"], "full@10"), ""]
+    lines += labeled_section(report["labeled"]) + scan_section(report["dense_scan"])
     return "\n".join(lines)
+
+
+def dense_summary(report: dict) -> list[str]:
+    """What the dense and fused rows say, in numbers from this run."""
+    splits = report["splits"]
+    rows = ["## Dense and fused, in short", "",
+            "| any@10 (categories 1–4) | odd half | even half | all ten |",
+            "|---|---:|---:|---:|"]
+    for engine in (CONTEXTUAL, DENSE, DENSE_FLOAT16, FUSED):
+        rows.append(f"| {engine} | " + " | ".join(f"{any10(splits[s], engine):.3f}"
+                                                  for s in ("odd", "even", "all")) + " |")
+    gain = {s: any10(splits[s], FUSED) - any10(splits[s], CONTEXTUAL) for s in splits}
+    p50 = {e: splits["all"][e]["p50_us"] for e in (CONTEXTUAL, DENSE, FUSED)}
+    by = {(r["engine"], r["language"]): r for r in report["labeled"]["rows"]}
+    zh, en = by[(DENSE, "zh")], by[(DENSE, "en")]
+    rows += [
+        "",
+        f"The packaged model alone finds an evidence turn in the top 10 for "
+        f"{any10(splits['odd'], DENSE):.0%} of the held-out questions, the contextual "
+        f"scorer for {any10(splits['odd'], CONTEXTUAL):.0%}. Fusing them (weighted "
+        f"reciprocal rank, settings from bench/tune_fused.py) changes any@10 by "
+        f"{gain['odd']:+.3f} on the held-out half ({gain['even']:+.3f} on the even half it "
+        f"was tuned on); p50 over all ten: contextual {p50[CONTEXTUAL]:,.0f} µs, dense "
+        f"{p50[DENSE]:,.0f} µs, fused {p50[FUSED]:,.0f} µs "
+        f"(×{p50[FUSED] / p50[CONTEXTUAL]:.2f} the contextual scorer's).",
+        "",
+        f"On the labeled set the packaged model "
+        f"{'handles' if zh['hit@10'] >= en['hit@10'] - 0.1 else 'does not handle'} the "
+        f"Chinese queries as well as the English ones: dense MRR "
+        f"{zh['mrr']:.3f} on zh vs {en['mrr']:.3f} on en (hit@10 {zh['hit@10']:.3f} vs "
+        f"{en['hit@10']:.3f}); fused MRR {by[(FUSED, 'zh')]['mrr']:.3f} on zh vs the "
+        f"contextual scorer's {by[(CONTEXTUAL, 'zh')]['mrr']:.3f}.", "",
+    ]
+    return rows
+
+
+def labeled_section(labeled: dict) -> list[str]:
+    lines = ["## The labeled en+zh set, by language (data/recall/labeled_recall.json)", "",
+             "All queries (tune and test); hit@10 = any gold record in the top 10.", "",
+             "| engine | language | queries | hit@1 | hit@10 | MRR |",
+             "|---|---|---:|---:|---:|---:|"]
+    for row in labeled["rows"]:
+        lines.append(f"| {row['engine']} | {row['language']} | {row['queries']} | "
+                     f"{row['hit@1']:.3f} | {row['hit@10']:.3f} | {row['mrr']:.3f} |")
+    return lines + [""]
+
+
+def scan_section(scan: dict) -> list[str]:
+    lines = ["## The exact dense scan, by store size", "",
+             f"`labmem.recall.vectors.scan_cosines` over synthetic int8 rows of "
+             f"{scan['dimensions']} dimensions (what DenseScorer scans per query), p50 of "
+             f"{scan['repeats']} runs, this machine only (2 cores shared with other work).", "",
+             "| records | p50 ms | int8 vectors MB |", "|---:|---:|---:|"]
+    for row in scan["rows"]:
+        lines.append(f"| {row['records']:,} | {row['p50_ms']:.2f} | {row['megabytes']:.1f} |")
+    return lines + ["", f"Largest size measured under 10 ms: {scan['under_10ms']:,} records.",
+                    ""]
+
+
+def labeled_by_language() -> dict:
+    """Contextual, dense and fused on the labeled en+zh set, per query language."""
+    from labmem.recall import evaluate, load_into_store, load_labeled_set
+
+    labeled = load_labeled_set()
+    with tempfile.TemporaryDirectory(prefix="labeled-") as tmp:
+        store = load_into_store(labeled, Path(tmp))
+        engines = {f"labmem {s}": RecallEngine(store, scorer=s)
+                   for s in ("contextual", "dense", "fused")}
+        outcomes = evaluate(engines, labeled.queries, as_of=labeled.as_of, ks=(1, 10))
+    rows = []
+    for engine in engines:
+        for language in sorted({q.language for q in labeled.queries}):
+            mine = [o for o in outcomes if o.engine == engine and o.language == language]
+            rows.append({"engine": engine, "language": language, "queries": len(mine),
+                         "hit@1": sum(o.any_hit[1] for o in mine) / len(mine),
+                         "hit@10": sum(o.any_hit[10] for o in mine) / len(mine),
+                         "mrr": sum(o.reciprocal_rank for o in mine) / len(mine)})
+    return {"rows": rows}
+
+
+def dense_scan(repeats: int = 15, dimensions: int = 256) -> dict:
+    """p50 time of one exact scan of n int8 rows, for growing n."""
+    import numpy as np
+
+    from labmem.recall.vectors import scan_cosines
+
+    rng = np.random.default_rng(36)
+    query = rng.standard_normal(dimensions)
+    query /= np.linalg.norm(query)
+    rows = []
+    for n in SCAN_SIZES:
+        codes = rng.integers(-127, 128, (n, dimensions), dtype=np.int8)
+        inv = (1 / np.linalg.norm(codes.astype(np.float32), axis=1)).astype(np.float32)
+        timings = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            scan_cosines(codes, inv, query)
+            timings.append(time.perf_counter() - start)
+        rows.append({"records": n, "p50_ms": round(Timing.of(timings).p50 / 1000, 3),
+                     "megabytes": round((codes.nbytes + inv.nbytes) / 1e6, 1)})
+    under = [r["records"] for r in rows if r["p50_ms"] < 10]
+    return {"dimensions": dimensions, "repeats": repeats, "rows": rows,
+            "under_10ms": max(under) if under else 0}
 
 
 def plot(report: dict, path: Path) -> None:
@@ -644,6 +775,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "backends": backends_agree(rows),
         "splits": {split: summarize(rows, engines, split) for split in present},
         "ablation": {split: summarize(rows, ablation_names(), split) for split in present},
+        "labeled": labeled_by_language(),
+        "dense_scan": dense_scan(),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(report)

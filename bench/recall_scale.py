@@ -18,7 +18,7 @@ user) this script
 The engines:
 
 * ``labmem-jsonl/<scorer>`` — ``RecallEngine(RemoteMemoryStore(...), scorer=...)`` for
-  the teaching, bm25 and hybrid scorers; the first recall decodes the file and builds
+  the teaching, bm25 and bm25_recency scorers; the first recall decodes the file and builds
   the term index, so "build s" is opening the store plus that first recall;
 * ``labmem-sqlite/bm25`` — the same engine over ``SqliteMemoryStore``;
 * ``rank_bm25`` — ``BM25Okapi`` (pure Python + numpy), top 10 of ``get_scores`` by
@@ -43,8 +43,8 @@ How to read it, so the ratios are not misread:
   almost identically; ``rank_bm25`` (Okapi idf with an ε floor) and FTS5 (idf clamped
   near 0 for terms in more than half the records) weigh very common terms differently,
   and every engine breaks ties at the 10th place its own way. An overlap near 1 says
-  "the same kind of ranking"; the teaching scorer (term coverage + recency) and the
-  hybrid (BM25 + recency) are *meant* to differ.
+  "the same kind of ranking"; the teaching scorer (term coverage + recency) and
+  bm25_recency (BM25 + recency) are *meant* to differ.
 * **Memory:** ``ru_maxrss`` is a high-water mark that a child inherits from the
   process that starts it, so the parent stays small (records are generated and
   loaded by a loader child, pandas and matplotlib are imported only for the report).
@@ -72,7 +72,10 @@ child opens it and answers one query ("open + first recall"), then times 200 que
 ``--rounds`` times (3), the engines in a rotated order each round, and the table shows the
 medians: the machine drifts between processes, and one round's ratio to tantivy moved by
 more than any code change did. ``labmem recall`` is timed end to
-end beside ``python -c "import labmem.recall"``. The figures, every target of the issue
+end beside ``python -c "import labmem.recall"``. Dense and fused recall (issue 36) are two
+more engines there: their prepare process embeds every record and writes the vectors beside
+the records, and a table of their own sets the vectors' size on disk, open + first recall,
+steady p50 and peak RSS beside the contextual scorer's. The figures, every target of the issue
 met or not, are in ``bench/results/recall_cold.md`` (the committed run, the other runs of
 the same code beside it, and where a query's time goes) and in the README's headline; they
 are not repeated here, where they would go stale. Two things to know when reading them:
@@ -147,7 +150,7 @@ QUERY_WORDS, COMMON_RANKS, RARE_FROM_RANK = (2, 5), 100, 2_000
 CHINESE_QUERY_SHARE = 0.15
 
 
-LABMEM_SCORERS = ("teaching", "bm25", "hybrid")
+LABMEM_SCORERS = ("teaching", "bm25", "bm25_recency")
 REFERENCE = "labmem-jsonl/bm25"
 ENGINES = (*(f"labmem-jsonl/{s}" for s in LABMEM_SCORERS), "labmem-sqlite/bm25",
            "rank_bm25", "bm25s", "fts5")
@@ -798,7 +801,7 @@ def report(settings: Settings, rows: list[dict], corpora: list[dict],
         "query terms, so they search the same candidates.",
         "`∩ bm25`: mean share of labmem-jsonl/bm25's top 10 that the engine also returns "
         "(bm25s shares its idf and k1/b; rank_bm25 and FTS5 treat very common terms "
-        "differently; teaching and hybrid are meant to differ).",
+        "differently; teaching and bm25_recency are meant to differ).",
         "`peak MiB − import MiB` is the memory the engine itself held (ru_maxrss; both "
         "include the small parent's own peak, which a child inherits: the JSON also has "
         "Linux's VmHWM, which does not).",
@@ -842,8 +845,10 @@ def report(settings: Settings, rows: list[dict], corpora: list[dict],
 
 # -- the cold start: every engine's persistent index, opened by a new process ----------
 
+DENSE_ENGINES = ("labmem-jsonl/dense", "labmem-jsonl/fused")
 COLD_ENGINES = ("labmem-jsonl/bm25", "labmem-jsonl/contextual", "labmem-jsonl/teaching",
-                "labmem-jsonl/bm25 (no sidecar)", "labmem-sqlite/bm25", "fts5", "tantivy")
+                *DENSE_ENGINES, "labmem-jsonl/bm25 (no sidecar)", "labmem-sqlite/bm25", "fts5",
+                "tantivy")
 CLI_RUNS = 7
 
 
@@ -855,7 +860,10 @@ def prepare_main(engine: str, folder: Path) -> dict:
     elif engine == "tantivy" and not (folder / "tantivy").exists():
         build_tantivy(folder)
     elif engine.startswith("labmem-jsonl") and "no sidecar" not in engine:
-        open_labmem(engine, folder)("warm the sidecar")
+        if engine == DENSE_ENGINES[0]:  # embed every record again: prepare_s is that cost
+            for path in vector_files(folder):
+                path.unlink()
+        open_labmem(engine, folder)("warm the sidecar")  # dense, fused: and the vectors
     return {"engine": engine, "prepare_s": time.perf_counter() - start}
 
 
@@ -928,10 +936,14 @@ def cold_main(engine: str, folder: Path, queries: Sequence[str]) -> dict:
             return [hit.memory_id for hit in result.hits], result.candidate_records
     first = search(queries[0])
     open_s = time.perf_counter() - start
-    proof = None
+    proof = vectors = None
     if engine.startswith("labmem-jsonl"):
         status = engine_.index.sidecar_status
         proof = engine_.index.sidecar_proof
+    if engine in DENSE_ENGINES:
+        from labmem.recall.vectors import store_vectors
+
+        vectors = store_vectors(store).status
     for query in queries[:WARMUP_QUERIES]:
         search(query)
     samples, tops = [], []
@@ -942,7 +954,8 @@ def cold_main(engine: str, folder: Path, queries: Sequence[str]) -> dict:
         tops.append(ids)
     return {"engine": engine, "open_first_s": open_s, "first_hits": len(first[0]),
             "import_vmhwm_mib": import_own, "peak_vmhwm_mib": own_peak_mib(),
-            "seconds": samples, "top": tops, "sidecar": status, "proof": proof}
+            "seconds": samples, "top": tops, "sidecar": status, "proof": proof,
+            "vectors": vectors}
 
 
 def cli_main(folder: Path, query: str) -> dict:
@@ -1030,6 +1043,7 @@ def run_cold(settings: Settings, cache: Path) -> dict:
                 "peak_mib": max(c["peak_vmhwm_mib"] for c in runs),
                 "import_mib": max(c["import_vmhwm_mib"] for c in runs),
                 "sidecar": runs[0]["sidecar"], "proof": runs[0].get("proof"),
+                "vectors": runs[0].get("vectors"),
                 "top": runs[0]["top"],
                 "rounds": [{"open_first_s": c["open_first_s"], "p50_us": t.p50,
                             "p95_us": t.p95, "peak_mib": c["peak_vmhwm_mib"],
@@ -1038,7 +1052,8 @@ def run_cold(settings: Settings, cache: Path) -> dict:
         sizes = {"jsonl_bytes": (folder / "records.jsonl").stat().st_size,
                  "sqlite_bytes": _sqlite_bytes(folder / "records.sqlite"),
                  "sidecar_bytes": (folder / "records.jsonl.recall-index").stat().st_size,
-                 "fts5_bytes": (folder / "fts5.sqlite").stat().st_size}
+                 "fts5_bytes": (folder / "fts5.sqlite").stat().st_size,
+                 "vectors_bytes": sum(p.stat().st_size for p in vector_files(folder))}
         entry = {"corpus": corpus, "engines": rows, "files": sizes}
         if size == 10_000 or size == min(settings.sizes):
             progress(f"{size:>9,} records: `labmem recall` end to end …")
@@ -1061,7 +1076,13 @@ def engine_files(engine: str, folder: Path) -> list[Path]:
     records = folder / "records.jsonl"
     if "no sidecar" in engine:
         return [records]
-    return [records, *sorted(folder.glob("records.jsonl.recall-index*"))]
+    vectors = vector_files(folder) if engine in DENSE_ENGINES else []
+    return [records, *sorted(folder.glob("records.jsonl.recall-index*")), *vectors]
+
+
+def vector_files(folder: Path) -> list[Path]:
+    """The stored vectors beside the records (one file per model and encoding)."""
+    return sorted(folder.glob("records.jsonl.vectors-*"))
 
 
 def warm_page_cache(paths: Sequence[Path]) -> None:
@@ -1109,6 +1130,35 @@ def rounds_table(result: dict) -> list[str]:
                          else f" (×{turn['p50_us'] / tantivy[n]:.2f})")
                 cells.append(f"{turn['p50_us']:,.0f}{ratio}")
             lines.append(f"| {int(size):,} | {engine} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def dense_table(result: dict) -> list[str]:
+    """Dense and fused recall beside the contextual scorer (issue 36): the vectors on disk,
+    open + first recall, steady p50 and peak RSS, each with its ratio to the contextual
+    scorer's in this run."""
+    lines = ["Dense and fused beside the contextual scorer (issue 36), medians of this run; "
+             "`prepare s`: for dense, the process that embedded every record and wrote the "
+             "vectors (any vectors file of an earlier run removed first); fused's then finds "
+             "them, and the contextual scorer's finds its sidecar; `× ctx` is the ratio to "
+             "labmem-jsonl/contextual:", "",
+             "| records | engine | vectors MiB | prepare s | open + first recall s | × ctx | "
+             "checked in full s | steady p50 µs | × ctx | peak MiB | × ctx | vectors |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for size, entry in result["sizes"].items():
+        rows, vectors = entry["engines"], entry["files"].get("vectors_bytes", 0) / 2**20
+        base = rows["labmem-jsonl/contextual"]
+        for engine in ("labmem-jsonl/contextual", *DENSE_ENGINES):
+            row = rows[engine]
+            checked = row.get("checked_open_first_s")
+            lines.append(
+                f"| {int(size):,} | {engine} | "
+                f"{'—' if engine not in DENSE_ENGINES else f'{vectors:.1f}'} | "
+                f"{row['prepare_s']:.2f} | {row['open_first_s']:.3f} | "
+                f"×{row['open_first_s'] / base['open_first_s']:.2f} | "
+                f"{'—' if checked is None else f'{checked:.3f}'} | {row['p50_us']:,.0f} | "
+                f"×{row['p50_us'] / base['p50_us']:.2f} | {row['peak_mib']:.0f} | "
+                f"×{row['peak_mib'] / base['peak_mib']:.2f} | {row.get('vectors') or '—'} |")
     return lines
 
 
@@ -1160,17 +1210,24 @@ def report_cold(settings: Settings, result: dict) -> str:
                   f"labmem.recall\"` ({cli['import_s']:.3f} s)", cli["cli_s"] / cli["import_s"],
                   1.5)
         lines += ["", f"Files at {int(size):,}: JSONL {files['jsonl_bytes'] / 2**20:.1f} MiB, "
-                  f"its sidecar {files['sidecar_bytes'] / 2**20:.1f} MiB, labmem SQLite "
+                  f"its sidecar {files['sidecar_bytes'] / 2**20:.1f} MiB, its vectors "
+                  f"{files.get('vectors_bytes', 0) / 2**20:.1f} MiB, labmem SQLite "
                   f"{files['sqlite_bytes'] / 2**20:.1f} MiB, FTS5 "
                   f"{files['fts5_bytes'] / 2**20:.1f} MiB."]
     lines += ["", "Targets (issue 17), as ratios of the medians in this run:", "", *targets,
-              "", *rounds_table(result), "",
+              "", *dense_table(result), "", *rounds_table(result), "",
               f"- Load average (1, 5, 15 min) before: {result['load']}, after: "
               f"{result['load_after']} — a 2-CPU machine shared with other work.",
               "- Each engine runs in two child processes: one builds its on-disk index "
               "(labmem: the first recall writes the sidecar; fts5 and tantivy: their files), "
               "then a new one opens it: `open + first recall` is timed after the imports "
               "(what `import MiB` measures), `peak MiB` is that process's own VmHWM.",
+              "- `labmem-jsonl/dense` and `labmem-jsonl/fused`: the prepare process's first "
+              "recall embeds every record (the packaged WordLlama model) and writes the "
+              "vectors beside the records (`records.jsonl.vectors-…`, int8 with one scale "
+              "per record); a new process loads them, checked against the records like the "
+              "sidecar, and loads the model to embed the query: both are in `open + first "
+              "recall`. `fused` also opens the contextual scorer's index.",
               "- `labmem-jsonl/bm25 (no sidecar)` is the previous behaviour: the whole file "
               "decoded, validated and tokenized by every new process.",
               "- `checked in full`: a new process with no stamp beside the sidecar, which "

@@ -14,7 +14,7 @@ round changes nothing. A setting is scored by the even half's any-evidence recal
 :data:`TOLERANCE` (about two of the ~770 questions): among the values within that of the
 best, the one nearest the start wins (then the higher labeled tune MRR), so a flat grid
 keeps the recipe's values instead of drifting to its edges. A setting whose labeled tune
-MRR falls below the best existing scorer's (the hybrid) is not eligible: the contextual
+MRR falls below the best existing scorer's (bm25_recency) is not eligible: the contextual
 scorer must not trade the labeled set away for LoCoMo.
 
 Run it::
@@ -160,7 +160,7 @@ def render(report: dict) -> str:
         "split were not used to choose anything. Objective: even-half any-evidence recall@10 "
         f"(categories 1–4); a value must beat the current one by more than {TOLERANCE} "
         "(values within that of the best: the one nearest the start); settings with labeled "
-        f"tune MRR below the hybrid's ({report['floor']:.3f}) are not eligible.", "",
+        f"tune MRR below bm25_recency's ({report['floor']:.3f}) are not eligible.", "",
         "Chosen (now `ContextualScorer()`'s defaults): **"
         + ", ".join(f"{k}={v:g}" for k, v in chosen.items()) + f"**, analyzer "
         f"`{report['analyzer']}`.", "",
@@ -195,10 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     conversations = even_conversations(args.data)
     with tempfile.TemporaryDirectory(prefix="tune-contextual-") as tmp:
         objective = Objective(conversations, Path(tmp))
-        floor = objective.labeled_mrr("hybrid", "tune")
+        floor = objective.labeled_mrr("bm25_recency", "tune")
         best, trace = search(objective, floor, args.rounds)
         summary = {}
-        for name, scorer in (("teaching", "teaching"), ("bm25", "bm25"), ("hybrid", "hybrid"),
+        for name, scorer in (("teaching", "teaching"), ("bm25", "bm25"),
+                             ("bm25_recency", "bm25_recency"),
                              ("contextual, start (the issue's recipe)", START),
                              ("contextual, chosen", best)):
             row = {"even_any@10": objective(scorer)["even_any@10"]

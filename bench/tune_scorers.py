@@ -1,7 +1,7 @@
-"""Tune the BM25 and hybrid scorers on the labeled set's ``tune`` split; check on ``test``.
+"""Tune the BM25 and bm25_recency scorers on the labeled set's ``tune`` split; check on ``test``.
 
 The grid: BM25 ``k1`` ∈ {0.6, 0.8, …, 2.0} (term-frequency saturation), ``b`` ∈ {0.3,
-0.4, …, 1.0} (length normalization), and for the hybrid also ``recency_weight`` ∈ {0,
+0.4, …, 1.0} (length normalization), and for bm25_recency also ``recency_weight`` ∈ {0,
 0.05, 0.1, 0.15, 0.2, 0.3, 0.4}. Every setting is scored by mean reciprocal rank (MRR)
 over the ``tune`` queries of ``data/recall/labeled_recall.json`` only; ties are broken by
 hit@1, then by closeness to the defaults (k1 1.2, b 0.75, recency 0.15) — with 21
@@ -26,8 +26,8 @@ from pathlib import Path
 from benchlib import RESULTS_DIR, progress  # bench/ is on sys.path
 
 from labmem.recall import (
+    Bm25RecencyScorer,
     Bm25Scorer,
-    HybridScorer,
     RecallEngine,
     TeachingScorer,
     evaluate,
@@ -96,22 +96,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(f"BM25: {len(K1S) * len(BS)} settings on {len(tune)} tune queries")
         bm25_grid = [{"k1": k1, "b": b} for k1 in K1S for b in BS]
         bm25_best, bm25_tune, bm25_all = search(store, Bm25Scorer, bm25_grid, tune, as_of)
-        progress(f"hybrid: {len(bm25_grid) * len(RECENCY)} settings")
+        progress(f"bm25_recency: {len(bm25_grid) * len(RECENCY)} settings")
         hybrid_grid = [s | {"recency_weight": w} for s in bm25_grid for w in RECENCY]
-        hybrid_best, hybrid_tune, hybrid_all = search(store, HybridScorer, hybrid_grid, tune,
+        hybrid_best, hybrid_tune, hybrid_all = search(store, Bm25RecencyScorer, hybrid_grid, tune,
                                                       as_of)
         candidates = {
             "teaching": TeachingScorer(),
             "bm25 (default)": Bm25Scorer(),
             "bm25 (tuned)": Bm25Scorer(**bm25_best),
-            "hybrid (default)": HybridScorer(),
-            "hybrid (tuned)": HybridScorer(**hybrid_best),
+            "bm25_recency (default)": Bm25RecencyScorer(),
+            "bm25_recency (tuned)": Bm25RecencyScorer(**hybrid_best),
         }
         results = {name: (score(store, s, tune, as_of), score(store, s, test, as_of))
                    for name, s in candidates.items()}
         # the recency sweep at the tuned k1 and b: what recency alone changes
-        sweep = [(w, score(store, HybridScorer(bm25_best["k1"], bm25_best["b"], w), tune, as_of),
-                  score(store, HybridScorer(bm25_best["k1"], bm25_best["b"], w), test, as_of))
+        sweep = [(w, score(store, Bm25RecencyScorer(bm25_best["k1"], bm25_best["b"], w), tune,
+                           as_of),
+                  score(store, Bm25RecencyScorer(bm25_best["k1"], bm25_best["b"], w), test, as_of))
                  for w in RECENCY]
         kinds = by_kind_table(store, candidates, test, as_of)
     ties_bm25 = sum(1 for _, m in bm25_all if m["mrr"] == bm25_tune["mrr"])
@@ -124,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(ties: hit@1, then closeness to the defaults); LoCoMo is never used for tuning.", "",
         f"- best BM25: **{fmt(bm25_best)}** (tune MRR {bm25_tune['mrr']:.3f}; "
         f"{ties_bm25} of {len(bm25_all)} settings tie on MRR)",
-        f"- best hybrid: **{fmt(hybrid_best)}** (tune MRR {hybrid_tune['mrr']:.3f}; "
+        f"- best bm25_recency: **{fmt(hybrid_best)}** (tune MRR {hybrid_tune['mrr']:.3f}; "
         f"{ties_hybrid} of {len(hybrid_all)} settings tie on MRR)", "",
         "## Tune vs held-out test", "",
         "| scorer | settings | tune MRR | hit@1 | hit@3 | recall@10 | test MRR | hit@1 | hit@3 "

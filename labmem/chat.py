@@ -28,6 +28,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -46,6 +47,7 @@ from labmem.core.validation import require_int
 from labmem.mmu import RequestLedger, plan_request
 from labmem.recall import (
     RECALL_HISTORY_TOOL,
+    RemoteRuntime,
     default_runtime,
     recall_history,
     render_remote_profile,
@@ -302,9 +304,11 @@ class AgentLoop:
         return f"(stopped after {self.max_tool_rounds} tool rounds without a final answer)"
 
 
-def session_memory() -> str:
-    """The latest remote profile block, or ``""`` when there is none."""
-    return render_remote_profile(default_runtime().store.latest_profile()) or ""
+def session_memory(runtime: RemoteRuntime | None = None) -> str:
+    """The latest remote profile block (of ``runtime``'s store, default the default
+    store), or ``""`` when there is none."""
+    runtime = runtime if runtime is not None else default_runtime()
+    return render_remote_profile(runtime.store.latest_profile()) or ""
 
 
 def session_system_prompt() -> str:
@@ -313,11 +317,13 @@ def session_system_prompt() -> str:
     return SYSTEM_PROMPT + ("\n\n" + profile if profile else "")
 
 
-def session_memories(env: Mapping[str, str] | None = None) -> MemoryDirectory:
+def session_memories(env: Mapping[str, str] | None = None,
+                     runtime: RemoteRuntime | None = None) -> MemoryDirectory:
     """The memory tool's ``/memories`` for the chat's user, under the chat's home (the
-    home and user of :func:`labmem.recall.default_runtime`)."""
+    home and user of ``runtime``, default :func:`labmem.recall.default_runtime`; with a
+    database URL the home still holds these files)."""
     env = os.environ if env is None else env
-    runtime = default_runtime()
+    runtime = runtime if runtime is not None else default_runtime()
     memories = MemoryDirectory(runtime.home, user_id=env.get("LABMEM_USER_ID") or "learner")
     if memories.user_scope != runtime.store.user_scope:
         raise ChatConfigError("the memory tool and recall_history would serve different "
@@ -325,23 +331,31 @@ def session_memories(env: Mapping[str, str] | None = None) -> MemoryDirectory:
     return memories
 
 
-def run_chat(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout, *,
+def run_chat(stdin: TextIO | None = None, stdout: TextIO | None = None, *,
              workdir: Path | None = None, memory_tool: bool = False,
-             with_examples: bool = False) -> int:
+             with_examples: bool = False, database_url: str | None = None,
+             database_url_field: str = "database_url") -> int:
     """Read questions line by line until EOF; print each answer.
 
     Everything that can be checked is checked before the session starts: the working
     directory first (``read_file`` is confined to it), then the SDK, key and model.
     ``memory_tool`` also gives the model the memory tool (see the module docstring);
     ``with_examples`` first adds the chapter's example records to the user's store (only
-    then: a store holds what its user wrote).
+    then: a store holds what its user wrote). ``database_url`` (else
+    ``$LABMEM_DATABASE_URL``) puts the store ``recall_history`` searches on that
+    PostgreSQL server; errors name ``database_url_field``.
     """
+    # read sys.stdin/stdout when called, not when this module was imported: a caller (or a
+    # test) that replaced them after the import is who we talk to
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
     workdir = require_workdir(Path.cwd() if workdir is None else workdir)
     client, model = runtime_client()
-    if with_examples:
-        default_runtime(with_examples=True)
-    loop = AgentLoop(client, model, workdir=workdir, memory=session_memory(),
-                     memories=session_memories() if memory_tool else None)
+    runtime = default_runtime(with_examples=with_examples, database_url=database_url,
+                              database_url_field=database_url_field)
+    loop = AgentLoop(client, model, workdir=workdir, memory=session_memory(runtime),
+                     recall=partial(recall_history, runtime=runtime),
+                     memories=session_memories(runtime=runtime) if memory_tool else None)
     tools = ", ".join(t["name"] for t in loop.tools)
     stdout.write(f"labmem chat — model {model}; tools {tools}; end with Ctrl-D\n")
     for line in stdin:

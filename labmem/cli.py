@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from labmem.core.errors import LabmemError
+from labmem.core.errors import InvalidInputError, LabmemError
 
 EXIT_FAILURE = 2
 
@@ -105,12 +105,12 @@ def _recall(args: argparse.Namespace) -> int:
     from labmem.recall import RecallEngine, default_runtime, render_recalled_context
 
     runtime = default_runtime(home=args.home, user_id=args.user,
-                              with_examples=args.with_examples)
+                              with_examples=args.with_examples, **database_options(args))
     empty = runtime.store.is_empty()
     result = RecallEngine(runtime.store, scorer=args.scorer).recall(args.query,
                                                                       limit=args.limit)
     if empty:  # said on stderr, so that --json's output stays JSON
-        print(f"labmem: no records yet in {runtime.store.path}: {EXAMPLES_HINT}",
+        print(f"labmem: no records yet in {runtime.location}: {EXAMPLES_HINT}",
               file=sys.stderr)
     if args.json:
         print(result.to_json())
@@ -121,17 +121,38 @@ def _recall(args: argparse.Namespace) -> int:
     return 0
 
 
+DATABASE_FLAG = "--database-url"
+DATABASE_HELP = ("a PostgreSQL URL (postgresql://USER[:PASSWORD]@HOST/DATABASE; default "
+                 "$LABMEM_DATABASE_URL): the remote-memory records live on that server, "
+                 "shared by every host given it, instead of under the home")
+
+
+def add_database_option(parser: argparse.ArgumentParser, help_text: str = DATABASE_HELP
+                        ) -> None:
+    parser.add_argument(DATABASE_FLAG, dest="database_url", metavar="URL", help=help_text)
+
+
+def database_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--database-url`` given, as ``default_runtime`` keywords (none: it reads
+    ``$LABMEM_DATABASE_URL`` itself, and names the variable in its errors)."""
+    if args.database_url is None:
+        return {}
+    return {"database_url": args.database_url, "database_url_field": DATABASE_FLAG}
+
+
 def add_store_options(parser: argparse.ArgumentParser) -> None:
-    """``--home`` and ``--user``: which user's store, under which home."""
+    """``--home``, ``--user`` and ``--database-url``: which user's store, and where."""
     parser.add_argument("--home", help="the labmem home ($LABMEM_HOME, default ~/.labmem)")
     parser.add_argument("--user", help="whose memory ($LABMEM_USER_ID, default learner)")
+    add_database_option(parser)
 
 
 def register_recall(sub: argparse._SubParsersAction) -> None:
     from labmem.recall import DEFAULT_SCORER, SCORER_NAMES
 
     parser = sub.add_parser(
-        "recall", help="query a user's remote memory store ($LABMEM_HOME, $LABMEM_USER_ID)")
+        "recall", help="query a user's remote memory store ($LABMEM_HOME or "
+                   "$LABMEM_DATABASE_URL, $LABMEM_USER_ID)")
     parser.add_argument("query", help="a self-contained description of what to recall")
     parser.add_argument("--limit", type=int, default=5, help="hits to return, 1-10")
     parser.add_argument("--json", action="store_true", help="print the JSON tool result")
@@ -153,10 +174,11 @@ def _examples(args: argparse.Namespace) -> int:
             print(f"{item['memory_id']:<18} {item['kind']:<12} {item['source']['title']}: "
                   f"{item['summary'] or item['content']}")
         return 0
-    store = default_runtime(home=args.home, user_id=args.user).store
-    added = add_teaching_records(store)
+    runtime = default_runtime(home=args.home, user_id=args.user, **database_options(args))
+    added = add_teaching_records(runtime.store)
     already = len(TEACHING_RECORDS) - added
-    print(f"added {added} example records to {store.path} (user scope {store.user_scope})"
+    print(f"added {added} example records to {runtime.location} "
+          f"(user scope {runtime.store.user_scope})"
           + (f"; {already} were there already" if already else ""))
     return 0
 
@@ -176,7 +198,7 @@ def _chat(args: argparse.Namespace) -> int:
     from labmem.chat import run_chat
 
     return run_chat(workdir=Path(args.workdir), memory_tool=args.memory_tool,
-                    with_examples=args.with_examples)
+                    with_examples=args.with_examples, **database_options(args))
 
 
 def register_chat(sub: argparse._SubParsersAction) -> None:
@@ -189,6 +211,8 @@ def register_chat(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--with-examples", action="store_true",
                         help="first add the chapter's example records to the store "
                              "recall_history searches (they stay there)")
+    add_database_option(parser, DATABASE_HELP + " (the memory tool's files stay under "
+                                                "$LABMEM_HOME)")
     parser.set_defaults(handler=_chat)
 
 
@@ -197,26 +221,86 @@ def _mcp(args: argparse.Namespace) -> int:
 
     from labmem.agents import MemoryToolbox, require_mcp, run_mcp_server
     from labmem.core.clock import SteppingClock
+    from labmem.recall import ENV_DATABASE_URL
 
     require_mcp()  # before the home is touched
+    if args.home is None and args.database_url is None and not os.environ.get(ENV_DATABASE_URL):
+        raise InvalidInputError("--home", "is required without a database URL",
+                                f"pass --home DIR, {DATABASE_FLAG} URL (or set "
+                                f"${ENV_DATABASE_URL}), or both")
     clock = SteppingClock(args.at, timedelta(seconds=1)) if args.at else None
     toolbox = MemoryToolbox(args.home, user_id=args.user, workspace_id=args.workspace,
-                            clock=clock)
+                            clock=clock, **database_options(args))
     return run_mcp_server(toolbox)
 
 
 def register_mcp(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("mcp", help="serve one home's memory to an agent host over MCP "
-                                        "(stdio; needs the mcp extra)")
-    parser.add_argument("--home", required=True, help="the labmem home the tools read and "
-                                                      "write (created if missing)")
+    parser = sub.add_parser("mcp", help="serve one user's memory (a home, a database or "
+                                        "both) to an agent host over MCP (stdio; needs the "
+                                        "mcp extra)")
+    parser.add_argument("--home", help="the labmem home the tools read and write (created "
+                                       "if missing); required without a database URL")
     parser.add_argument("--user", default=os.environ.get("LABMEM_USER_ID") or "learner",
                         help="whose memory ($LABMEM_USER_ID, default learner)")
     parser.add_argument("--workspace", default="default", help="which workspace's facts")
     parser.add_argument("--at", help="start a clock that ticks one second per reading at this "
                                      "time (ISO-8601 with zone), for reproducible runs; "
                                      "default: the system clock")
+    add_database_option(parser, DATABASE_HELP + ". With --home too, the other eight tools "
+                        "keep their files under the home (this host's own); without one, the "
+                        "server offers only recall_history and remember_record")
     parser.set_defaults(handler=_mcp)
+
+
+def _db(args: argparse.Namespace) -> int:
+    from labmem.recall import ENV_DATABASE_URL, manage_database
+
+    url, field = args.database_url, DATABASE_FLAG
+    if url is None and os.environ.get(ENV_DATABASE_URL):
+        url, field = os.environ[ENV_DATABASE_URL], f"${ENV_DATABASE_URL}"
+    if url is None:
+        raise InvalidInputError(DATABASE_FLAG, "is required",
+                                f"pass the database's URL (or set ${ENV_DATABASE_URL})")
+    change = manage_database(args.action, url, field=field)
+    where, newest = f"database {change.database!r}", change.newest
+    if args.action == "status":
+        if change.after == newest:
+            print(f"{where}: labmem schema version {newest} (up to date)")
+            return 0
+        if change.after == 0:
+            print(f"{where}: no labmem schema; an administrator runs `labmem db init "
+                  f"{DATABASE_FLAG} ADMIN_URL`")
+        elif change.after < newest:
+            print(f"{where}: labmem schema version {change.after}, this labmem needs "
+                  f"{newest}; an administrator runs `labmem db upgrade {DATABASE_FLAG} "
+                  "ADMIN_URL`")
+        else:
+            print(f"{where}: labmem schema version {change.after}, newer than this "
+                  f"labmem's {newest}; upgrade labmem on this host")
+        return 1
+    if change.before == change.after:
+        print(f"{where}: already at labmem schema version {change.after}; nothing changed")
+    elif change.before == 0:
+        print(f"{where}: created labmem schema version {change.after}")
+    else:
+        print(f"{where}: upgraded the labmem schema from version {change.before} to "
+              f"{change.after}")
+    return 0
+
+
+def register_db(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("db", help="create, upgrade or check the labmem schema on a "
+                                       "PostgreSQL server (needs the postgres extra)",
+                            epilog="init and upgrade need an administrator's URL (a role that "
+                                   "may create tables and roles); init on a database already "
+                                   "at this version changes nothing. status only reads, and "
+                                   "exits 1 unless the schema is this labmem's version.")
+    parser.add_argument("action", choices=["init", "upgrade", "status"],
+                        help="init: create the schema and the application role; upgrade: "
+                             "migrate an older schema; status: print its version")
+    add_database_option(parser, "the database's URL (default $LABMEM_DATABASE_URL); "
+                                "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE")
+    parser.set_defaults(handler=_db)
 
 
 def _resilience(args: argparse.Namespace) -> int:
@@ -274,7 +358,7 @@ def register_story(sub: argparse._SubParsersAction) -> None:
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     register_demo, register_recall, register_examples, register_chat, register_resilience,
-    register_story, register_walkthrough, register_mcp,
+    register_story, register_walkthrough, register_mcp, register_db,
 ]
 
 

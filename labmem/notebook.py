@@ -621,6 +621,33 @@ DIAGRAMS: Mapping[str, Diagram] = {
         [("source", "store"), ("store", "s2", "conversation records"),
          ("store", "profile", "latest profile"), ("query", "s1"), ("s1", "s2"), ("s2", "s3"),
          ("s3", "s4"), ("s4", "s5")]),
+    "s12_server": _diagram(
+        "s12: from a file to a database server",
+        "Two agent hosts, on two machines, each open a PostgresMemoryStore for the same user. "
+        "Each store connects as the role labmem_app (no superuser, owns no table) and sets "
+        "labmem.user_scope once. The PostgreSQL server owns the memories table: one row per "
+        "record, a UNIQUE (user_scope, memory_id) index, a GIN index over each record's "
+        "analyzed terms, and row-level security that shows and accepts only rows whose "
+        "user_scope equals the connection's setting. A second INSERT of a stored id fails "
+        "on the unique index, rolls back, and reaches the caller as "
+        "RemoteMemoryDuplicateError. Recall reads its candidates through the GIN index; "
+        "scoring, the stable rank and the render stay labmem's.",
+        [("host_a", "agent host A\n(labmem mcp, chat)", 12, 3, "outside"),
+         ("host_b", "agent host B\n(another machine)", 12, 15, "outside"),
+         ("store_a", "PostgresMemoryStore\nuser_id=alice, as labmem_app\n"
+                     "SET labmem.user_scope", 48, 3),
+         ("store_b", "PostgresMemoryStore\nuser_id=alice, as labmem_app\n"
+                     "SET labmem.user_scope", 48, 15),
+         ("server", "PostgreSQL server: table memories\nUNIQUE (user_scope, memory_id)\n"
+                    "row-level security: user_scope =\nthe connection's labmem.user_scope\n"
+                    "GIN index over analyzed terms", 98, 9, "store"),
+         ("refused", "a second INSERT of the id:\nunique violation, rolled back\n"
+                     "→ RemoteMemoryDuplicateError", 98, 24, "refuse"),
+         ("recall", "RecallEngine: candidates\nthrough the GIN index; score,\n"
+                    "rank, render stay labmem's", 48, 26, "view")],
+        [("host_a", "store_a"), ("host_b", "store_b"),
+         ("store_a", "server", "INSERT / SELECT"), ("store_b", "server", "INSERT / SELECT"),
+         ("server", "refused", "duplicate id"), ("server", "recall", "candidates")]),
     "s12b": _diagram(
         "s12b: one index, an analyzer, a scorer that reads the neighbours",
         "The query is normalized into surface terms. The store's TermIndex maps each surface "
@@ -630,8 +657,8 @@ DIAGRAMS: Mapping[str, Diagram] = {
         "so at query time the postings of the surface forms of one stem are merged. The "
         "record context adds each record's thread, its previous and next record in the "
         "thread, and its title and date as words. The scorer estimates every candidate at "
-        "once: teaching, bm25 and hybrid read the postings; contextual adds weighted title, "
-        "date and neighbour fields and a thread score. Only the shortlist is explained "
+        "once: teaching, bm25 and bm25_recency read the postings; contextual adds weighted "
+        "title, date and neighbour fields and a thread score. Only the shortlist is explained "
         "exactly, term by term and field by field; then the stable rank of s12 and the "
         "render.",
         [("query", "query text", 8, 3, "outside"),
@@ -643,8 +670,8 @@ DIAGRAMS: Mapping[str, Diagram] = {
                       "postings merged per stem)", 104, 3),
          ("context", "record context: thread,\nprevious / next record,\ntitle and date "
                      "as words", 104, 21),
-         ("estimate", "3a estimate every candidate (numpy)\nteaching | bm25 | hybrid | "
-                      "contextual\n(own, title, date, neighbours, thread)", 58, 24),
+         ("estimate", "3a estimate every candidate (numpy)\nteaching | bm25 | bm25_recency\n"
+                      "| contextual (own, title, date,\nneighbours, thread)", 58, 24),
          ("explain", "3b explain the shortlist:\nterm by term, field by field", 58, 33),
          ("rank", "4 stable rank (total ↓, coverage ↓,\ncaptured_at ↓, memory_id ↑)", 58,
           42),

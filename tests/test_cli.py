@@ -16,6 +16,7 @@ from labmem.recall.tool import TEACHING_RECORDS, default_runtime, recall_history
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("LABMEM_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("LABMEM_USER_ID", raising=False)
+    monkeypatch.delenv("LABMEM_DATABASE_URL", raising=False)
     return tmp_path / "home"
 
 
@@ -185,3 +186,68 @@ def test_cli_recall_imports_only_what_recall_needs(home):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "LABMEM_HOME": str(home)}, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+# -- a database URL in place of a home (the refusals that need no server) -----------------
+# (the server itself: tests/postgres/test_cli_db.py and test_hosts.py)
+
+SECRET = "hunter2"
+
+
+def assert_one_line_error(err: str, *needles: str) -> None:
+    assert err.startswith("labmem: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and SECRET not in err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+@pytest.mark.parametrize("url, needles", [
+    ("mysql://u:hunter2@db/labmem", ["--database-url: 'mysql://u:***@db/labmem' is not a "
+                                     "PostgreSQL URL", "write it as postgresql://USER"]),
+    ("postgresql://u:hunter2@db/labmem?nonsense", ["is not a PostgreSQL URL",
+                                                   "URI query parameter"]),
+    ("postgresql://u:hun ter2@db/labmem", ["is not a PostgreSQL URL"]),
+    ("", ["--database-url: must be a PostgreSQL URL"]),
+])
+@pytest.mark.parametrize("command", [["recall", "x"], ["examples", "add"], ["db", "status"]])
+def test_a_bad_database_url_is_refused_before_connecting(home, capsys, command, url, needles):
+    pytest.importorskip("psycopg")
+    assert main([*command, "--database-url", url]) == 2
+    assert_one_line_error(capsys.readouterr().err, *needles)
+    assert not home.exists()
+
+
+def test_a_bad_database_url_in_the_environment_names_the_variable(home, capsys, monkeypatch):
+    pytest.importorskip("psycopg")
+    monkeypatch.setenv("LABMEM_DATABASE_URL", "http://u:hunter2@db/labmem")
+    assert main(["recall", "x"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "$LABMEM_DATABASE_URL: 'http://u:***@db/"
+                                                   "labmem' is not a PostgreSQL URL")
+    monkeypatch.setenv("LABMEM_DATABASE_URL", "")  # empty: unset, the home's store
+    assert main(["recall", "x"]) == 0
+
+
+def test_masked_url_hides_every_spelling_of_the_password():
+    from labmem.recall import masked_url
+
+    assert masked_url("postgresql://app:s%40cret@db:5432/mem") == "postgresql://app:***@db:5432/mem"
+    assert masked_url("postgresql://app:a@b@db/mem") == "postgresql://app:***@db/mem"
+    assert masked_url("postgresql://app@db/mem?password=x1&sslmode=require") == \
+        "postgresql://app@db/mem?password=***&sslmode=require"
+    assert masked_url("postgresql://app@/mem?host=/run/pg") == "postgresql://app@/mem?host=/run/pg"
+
+
+def test_db_needs_a_url(home, capsys, monkeypatch):
+    monkeypatch.delenv("LABMEM_DATABASE_URL", raising=False)
+    assert main(["db", "status"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--database-url: is required",
+                          "$LABMEM_DATABASE_URL")
+
+
+def test_mcp_needs_a_home_or_a_database(home, capsys, monkeypatch):
+    pytest.importorskip("mcp")
+    monkeypatch.delenv("LABMEM_DATABASE_URL", raising=False)
+    assert main(["mcp", "--user", "alice"]) == 2
+    assert capsys.readouterr().err == (
+        "labmem: error: --home: is required without a database URL; pass --home DIR, "
+        "--database-url URL (or set $LABMEM_DATABASE_URL), or both\n")

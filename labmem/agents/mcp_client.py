@@ -39,11 +39,15 @@ class McpRun:
     replies: tuple[ToolReply, ...]
 
 
-def server_command(home: str | os.PathLike[str], *, user_id: str | None = None,
-                   workspace_id: str | None = None, at: str | None = None) -> list[str]:
+def server_command(home: str | os.PathLike[str] | None, *, user_id: str | None = None,
+                   workspace_id: str | None = None, at: str | None = None,
+                   database_url: str | None = None) -> list[str]:
     """``python -m labmem.cli mcp …`` with this interpreter (a host would run ``labmem``)."""
-    command = [sys.executable, "-m", "labmem.cli", "mcp", "--home", os.fspath(home)]
-    for flag, value in (("--user", user_id), ("--workspace", workspace_id), ("--at", at)):
+    command = [sys.executable, "-m", "labmem.cli", "mcp"]
+    if home is not None:
+        command += ["--home", os.fspath(home)]
+    for flag, value in (("--user", user_id), ("--workspace", workspace_id), ("--at", at),
+                        ("--database-url", database_url)):
         if value is not None:
             command += [flag, value]
     return command

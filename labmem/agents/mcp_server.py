@@ -1,8 +1,11 @@
 """``labmem mcp``: the memory tools served over the Model Context Protocol (stdio).
 
 An agent host starts ``labmem mcp --home DIR`` as a child process and speaks MCP over
-its stdin and stdout. The server lists the :data:`~labmem.agents.toolbox.TOOL_SPECS`
-and runs each call through one :class:`~labmem.agents.toolbox.MemoryToolbox`. A refused
+its stdin and stdout. The server lists the toolbox's tools (all the
+:data:`~labmem.agents.toolbox.TOOL_SPECS`, or only the remote-memory ones when it serves a
+database without a home) and runs each call through one
+:class:`~labmem.agents.toolbox.MemoryToolbox`. Two hosts given one database URL
+(``--database-url`` or ``$LABMEM_DATABASE_URL``) share one user's records. A refused
 call comes back as a tool error (``isError: true``) whose text is labmem's one-line
 message, so the model can read it and correct itself; the server keeps running.
 
@@ -13,9 +16,10 @@ labmem's own, written once, not inferred from Python signatures.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from labmem.agents.toolbox import TOOL_SPECS, MemoryToolbox
+from labmem.agents.toolbox import MemoryToolbox
 from labmem.core.errors import LabmemError
 
 SERVER_NAME = "labmem"
@@ -44,7 +48,7 @@ def build_server(toolbox: MemoryToolbox) -> Any:
     from mcp.server.lowlevel import Server
 
     tools = [types.Tool(name=s.name, description=s.description, input_schema=s.input_schema)
-             for s in TOOL_SPECS]
+             for s in toolbox.tool_specs]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -82,12 +86,18 @@ def run_mcp_server(toolbox: MemoryToolbox) -> int:
     return 0
 
 
-def host_config(home: str, *, user_id: str | None = None, workspace_id: str | None = None,
-                command: str = "labmem") -> dict[str, Any]:
-    """The ``mcpServers`` entry an agent host needs to start ``labmem mcp``."""
-    args = ["mcp", "--home", home]
+def host_config(home: str | None, *, user_id: str | None = None,
+                workspace_id: str | None = None, command: str = "labmem",
+                env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``mcpServers`` entry an agent host needs to start ``labmem mcp``; ``env`` is
+    what the host adds to the server's environment (``LABMEM_DATABASE_URL``: a database
+    instead of, or beside, the home)."""
+    args = ["mcp"] + (["--home", home] if home is not None else [])
     if user_id is not None:
         args += ["--user", user_id]
     if workspace_id is not None:
         args += ["--workspace", workspace_id]
-    return {"mcpServers": {SERVER_NAME: {"command": command, "args": args}}}
+    entry: dict[str, Any] = {"command": command, "args": args}
+    if env:
+        entry["env"] = dict(env)
+    return {"mcpServers": {SERVER_NAME: entry}}

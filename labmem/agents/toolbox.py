@@ -25,7 +25,7 @@ from labmem.core.clock import Clock
 from labmem.core.errors import InvalidInputError
 from labmem.core.provenance import OPAQUE_ID_PATTERN, scope_digest
 from labmem.mmu import MEMORY_TYPES, SOURCE_KINDS, FileMemoryService
-from labmem.recall import MAX_QUERY_TERMS, MEMORY_ID_PATTERN, default_runtime
+from labmem.recall import ENV_DATABASE_URL, MAX_QUERY_TERMS, MEMORY_ID_PATTERN, default_runtime
 from labmem.user import KEY_PATTERN, MAX_VALUE_CHARS, UserMemory
 from labmem.workspace import KINDS, WorkspaceMemory
 
@@ -190,37 +190,66 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
     return dict(arguments)
 
 
+#: The tools whose data a database server holds: all a toolbox without a home offers.
+DATABASE_TOOLS = ("recall_history", "remember_record")
+
+
 class MemoryToolbox:
     """The tools of one user and one workspace under one labmem home.
 
     Every layer is opened here, so a later refused call has nothing left to create.
+
+    With a database URL (``database_url``, else ``$LABMEM_DATABASE_URL``) the remote-memory
+    records (``recall_history``, ``remember_record``) live on that PostgreSQL server,
+    shared by every host that connects to it; the other tools keep their files under
+    ``home``. Without a home (``home=None``, a URL required) the toolbox offers only the
+    :data:`DATABASE_TOOLS`: nothing of it is a file on this host.
     """
 
-    def __init__(self, home: str | os.PathLike[str], *, user_id: str, workspace_id: str,
-                 clock: Clock | None = None) -> None:
-        self.home = Path(home)
-        self.remote = default_runtime(home=self.home, user_id=user_id, clock=clock)
+    def __init__(self, home: str | os.PathLike[str] | None, *, user_id: str,
+                 workspace_id: str, clock: Clock | None = None,
+                 database_url: str | None = None,
+                 database_url_field: str = "database_url") -> None:
+        if home is None and not (database_url or os.environ.get(ENV_DATABASE_URL)):
+            raise InvalidInputError("home", "is required when no database URL is given",
+                                    "pass a home directory, or a database URL "
+                                    f"(database_url or ${ENV_DATABASE_URL})")
+        self.home = Path(home) if home is not None else None
+        self.remote = default_runtime(home=self.home, user_id=user_id, clock=clock,
+                                      database_url=database_url,
+                                      database_url_field=database_url_field)
+        self.specs = {spec.name: spec for spec in TOOL_SPECS}
+        self._handlers: dict[str, Callable[..., dict[str, Any]]] = {
+            "recall_history": self._recall_history, "remember_record": self._remember_record}
+        self.scope = self.remote.store.user_scope
+        if self.home is None:
+            self.specs = {name: self.specs[name] for name in DATABASE_TOOLS}
+            return
         self.user = UserMemory(self.home, user_id=user_id, clock=clock)
         self.user.directory.mkdir(parents=True, exist_ok=True)
         self.workspace = WorkspaceMemory(
             self.home / "workspaces" / scope_digest(workspace_id, field="workspace_id"),
             workspace_id=workspace_id, clock=clock)
         self.service = FileMemoryService(self.home / "memory-service", clock=clock)
-        self.scope = self.user.user_scope
-        self._handlers: dict[str, Callable[..., dict[str, Any]]] = {
-            "recall_history": self._recall_history, "remember_record": self._remember_record,
+        self._handlers.update({
             "get_preferences": self._get_preferences, "set_preference": self._set_preference,
             "delete_preference": self._delete_preference, "append_fact": self._append_fact,
             "workspace_context": self._workspace_context,
             "memory_remember": self._memory_remember, "memory_forget": self._memory_forget,
-            "memory_recall": self._memory_recall}
-        self.specs = {spec.name: spec for spec in TOOL_SPECS}
+            "memory_recall": self._memory_recall})
+
+    @property
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """The tools this toolbox offers, in :data:`TOOL_SPECS` order (what a server lists)."""
+        return tuple(self.specs.values())
 
     def call(self, name: str, arguments: Any) -> dict[str, Any]:
         """Run one tool; a refusal is a labmem error raised before anything is written."""
         if name not in self.specs:
-            raise ToolArgumentError("name", f"{name!r} is not a tool",
-                                    f"use one of: {', '.join(TOOL_NAMES)}")
+            fix = f"use one of: {', '.join(self.specs)}"
+            if name in TOOL_NAMES:
+                fix += " (the other tools keep files: start the server with a home too)"
+            raise ToolArgumentError("name", f"{name!r} is not a tool of this server", fix)
         return self._handlers[name](**check_arguments(self.specs[name], arguments))
 
     # -- s12 remote memory ---------------------------------------------------------

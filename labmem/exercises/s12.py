@@ -7,10 +7,17 @@ layer build: the learner rewrites three pieces of the from-scratch module
 fresh copy of the module and runs the layer's contract suite
 (:mod:`labmem.exercises.suites.s12`) on it. ``BUILD`` keeps the single-function rank-key
 checker (300 tie-heavy generated lists against :func:`labmem.recall.rank_key`).
+
+Exercise 5 moves to the database server: the learner writes the row-level-security policy
+of a ``memories`` table, and :func:`check_policy` applies it to a fresh database on the
+chapter's throwaway PostgreSQL server and probes it with raw SQL, one contract per promise
+(:data:`POLICY_SUITE`).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +28,14 @@ from labmem.core.clock import format_timestamp, parse_timestamp
 from labmem.core.text import extract_terms
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
-from labmem.exercises.contracts import ContractReport, assemble
+from labmem.exercises.contracts import (
+    Contract,
+    ContractBroken,
+    ContractReport,
+    ContractSuite,
+    assemble,
+    expect,
+)
 from labmem.recall import (
     LEXICAL_WEIGHT,
     RECENCY_WEIGHT,
@@ -276,3 +290,150 @@ def check_layer(**pieces: Callable) -> ContractReport:
     if unknown:
         raise ValueError(f"no piece named {unknown}; the pieces are {list(PIECES)}")
     return suite.SUITE.run(suite.layer_of(assemble(scratch, pieces)), who="your")
+
+
+# -- exercise 5: write the row-level-security policy --------------------------------------
+
+#: The session setting a connection carries its scope in (the library's store uses it too).
+SCOPE_SETTING = "labmem.user_scope"
+POLICY_ROLE = "labmem_policy_exercise"   # like the store's role: no superuser, no owner
+_POLICY_ROWS = (("scope-alice", "a-1"), ("scope-alice", "a-2"), ("scope-bob", "b-1"))
+
+
+class PolicyLab:
+    """A fresh database on the chapter's server, holding a ``memories`` table with
+    row-level security enabled and forced, three rows (two of Alice's, one of Bob's) and
+    the learner's policy. Every probe runs as :data:`POLICY_ROLE` in a transaction that
+    is rolled back, so probes never change what the next one sees."""
+
+    def __init__(self, admin_url: str, database: str) -> None:
+        from psycopg.conninfo import make_conninfo
+
+        self.admin_url, self.database = admin_url, database
+        self.url = make_conninfo(admin_url, dbname=database, user=POLICY_ROLE)
+
+    def probe(self, scope: str | None, statement: str, params: tuple = ()):
+        """Run ``statement`` on a connection whose scope setting is ``scope`` (None: never
+        set); the rows it returns, or ``"refused: <the server's message>"``."""
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            try:
+                if scope is not None:
+                    conn.execute("SELECT set_config(%s, %s, false)", (SCOPE_SETTING, scope))
+                cursor = conn.execute(statement, params)
+                return tuple(cursor.fetchall()) if cursor.description else ()
+            except psycopg.Error as exc:
+                return f"refused: {str(exc).splitlines()[0]}"
+            finally:
+                conn.rollback()
+
+    def seen(self, scope: str | None):
+        answer = self.probe(scope, "SELECT memory_id FROM memories ORDER BY memory_id")
+        return answer if isinstance(answer, str) else tuple(row[0] for row in answer)
+
+    def insert(self, scope: str, row_scope: str, memory_id: str) -> str:
+        answer = self.probe(scope, "INSERT INTO memories VALUES (%s, %s, 'new note')",
+                            (row_scope, memory_id))
+        return answer if isinstance(answer, str) else "stored"
+
+
+def _sees_only_own_rows(lab: PolicyLab) -> None:
+    for scope, want in (("scope-alice", ("a-1", "a-2")), ("scope-bob", ("b-1",))):
+        expect(f"SELECT memory_id FROM memories on a connection with {SCOPE_SETTING} = "
+               f"'{scope}' (the table holds a-1, a-2 of scope-alice and b-1 of scope-bob)",
+               lab.seen(scope), want)
+
+
+def _unset_sees_nothing(lab: PolicyLab) -> None:
+    got = lab.seen(None)
+    if got and not isinstance(got, str):  # no rows, or an error: both fail closed
+        expect(f"SELECT memory_id FROM memories on a connection that never set "
+               f"{SCOPE_SETTING}", got, ())
+
+
+def _inserts_own_rows(lab: PolicyLab) -> None:
+    expect("INSERT of a scope-alice row on a connection with "
+           f"{SCOPE_SETTING} = 'scope-alice'",
+           lab.insert("scope-alice", "scope-alice", "a-9"), "stored")
+
+
+def _refuses_other_rows(lab: PolicyLab) -> None:
+    got = lab.insert("scope-alice", "scope-bob", "b-9")
+    if not got.startswith("refused"):
+        raise ContractBroken("smallest case: INSERT of a scope-bob row on a connection with "
+                             f"{SCOPE_SETTING} = 'scope-alice' — expected the server to "
+                             f"refuse it, got {got!r}")
+
+
+POLICY_SUITE = ContractSuite("row-level-security policy", (
+    Contract("a connection sees exactly the rows of its own scope", _sees_only_own_rows),
+    Contract("a connection that never set its scope sees no row", _unset_sees_nothing),
+    Contract("a connection may insert a row of its own scope", _inserts_own_rows),
+    Contract("a connection cannot insert a row of another scope", _refuses_other_rows),
+))
+
+_POLICY_DATABASES = itertools.count(1)
+
+
+def _build_policy_lab(admin_url: str, policy: str) -> tuple[PolicyLab, str | None]:
+    """Create the exercise database and apply ``policy``; (lab, the server's refusal)."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    database = f"policy_exercise_{os.getpid()}_{next(_POLICY_DATABASES)}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {database}")
+        admin.execute(f"CREATE DATABASE {database}")
+        if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
+                         (POLICY_ROLE,)).fetchone() is None:
+            admin.execute(f"CREATE ROLE {POLICY_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS")
+    lab = PolicyLab(admin_url, database)
+    with psycopg.connect(make_conninfo(admin_url, dbname=database)) as conn:
+        conn.execute("CREATE TABLE memories (user_scope text NOT NULL, memory_id text NOT "
+                     "NULL, content text NOT NULL, UNIQUE (user_scope, memory_id))")
+        conn.execute("ALTER TABLE memories ENABLE ROW LEVEL SECURITY")
+        conn.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
+        conn.execute(f"GRANT SELECT, INSERT ON memories TO {POLICY_ROLE}")
+        with conn.cursor() as cursor:
+            cursor.executemany("INSERT INTO memories VALUES (%s, %s, 'a note')", _POLICY_ROWS)
+        conn.commit()
+        try:
+            conn.execute(policy)
+            conn.commit()
+        except psycopg.Error as exc:
+            conn.rollback()
+            return lab, str(exc).splitlines()[0]
+    return lab, None
+
+
+def _drop_policy_lab(lab: PolicyLab) -> None:
+    import psycopg
+
+    with psycopg.connect(lab.admin_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {lab.database} WITH (FORCE)")
+
+
+def check_policy(admin_url: str, policy: str | None) -> Feedback | ContractReport:
+    """Exercise 5: ``policy`` is SQL (one or more ``CREATE POLICY … ON memories``
+    statements); it is applied to a fresh database on the server ``admin_url`` reaches
+    (a superuser's URL) and judged by :data:`POLICY_SUITE` with raw SQL."""
+    name = "exercise 5 (row-level security)"
+    if policy is None:
+        return not_answered(name)
+    if not isinstance(policy, str) or not policy.strip():
+        return Feedback(name, False, "answer with the SQL text of your CREATE POLICY "
+                                     "statement(s), as a string")
+    import psycopg
+
+    try:
+        lab, refusal = _build_policy_lab(admin_url, policy)
+    except psycopg.OperationalError as exc:
+        return Feedback(name, False, f"cannot reach the server ({str(exc).splitlines()[0]}); "
+                                     "run the cell that starts it, then pass its admin URL")
+    try:
+        if refusal is not None:
+            return Feedback(name, False, f"the server refused your SQL: {refusal}")
+        return POLICY_SUITE.run(lab, who="your")
+    finally:
+        _drop_policy_lab(lab)

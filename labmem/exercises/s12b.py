@@ -1,30 +1,41 @@
 """Checkers for the s12b exercises (choosing a ranker).
 
-Three predict exercises (an idf by hand, saturation, which of the four scorers survive a
-shorter question) and the layer build: the learner rewrites three pieces of the
-from-scratch module (:mod:`labmem.scratch.s12b`: the analyzer's ``Analyzer.term``, the
-index's ``build_index`` and BM25's ``bm25_term_weight``); :func:`check_layer` puts them in
-a fresh copy of the module and runs the layer's contract suite
-(:mod:`labmem.exercises.suites.s12b`) on it. ``BUILD`` is empty: the single-function BM25
-term-weight checker this chapter had is now one contract of that suite.
+Three predict exercises (an idf by hand, saturation, which of the four lexical scorers
+survive a shorter question), the layer build and one build-one-function exercise:
+
+* the layer: the learner rewrites three pieces of the from-scratch module
+  (:mod:`labmem.scratch.s12b`: the analyzer's ``Analyzer.term``, the index's ``build_index``
+  and BM25's ``bm25_term_weight``); :func:`check_layer` puts them in a fresh copy of the
+  module and runs the layer's contract suite (:mod:`labmem.exercises.suites.s12b`) on it;
+* the fusion rule (:data:`BUILD`): the learner writes weighted reciprocal-rank fusion of a
+  lexical and a dense ranking; :func:`check_fusion` compares it with the library's
+  :func:`~labmem.recall.dense.fuse_rankings` on generated pairs of rankings (ties, disjoint
+  lists, an empty list, a repeated id) and answers with the smallest one they disagree on.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
 
 from labmem.exercises import Feedback, not_answered
+from labmem.exercises.build import BuildExercise
 from labmem.exercises.contracts import ContractReport, assemble
 from labmem.exercises.suites.s12b import SUITE, ScratchLayer
-from labmem.recall import SCORER_NAMES, Bm25Scorer, bm25_idf
+from labmem.recall import Bm25Scorer, bm25_idf, fuse_rankings
 
 EXERCISE_1 = {"searched_records": 40, "document_frequency": 3}
 IDF_TOLERANCE = 1e-4  # an answer within 0.0001 of the idf is right (4 decimals suffice)
 EXERCISE_2_SHARE = 0.9
 EXERCISE_3_QUERY = "what did we decide about the Idempotency-Key"  # q02 without "header"
 EXERCISE_3_GOLD = "api-idempotency"
+#: the scorers exercise 3 asks about: the four lexical ones of "One question, four scorers"
+LEXICAL_SCORERS = ("teaching", "bm25", "bm25_recency", "contextual")
 
 
 def _number(answer) -> bool:
@@ -75,14 +86,14 @@ def check_saturation(answer: int | None) -> Feedback:
 
 def scorers_with_gold_first(text: str = EXERCISE_3_QUERY,
                             gold: str = EXERCISE_3_GOLD) -> tuple[str, ...]:
-    """Which of the scorers (:data:`~labmem.recall.SCORER_NAMES`) rank ``gold`` first for
+    """Which of the four lexical scorers (:data:`LEXICAL_SCORERS`) rank ``gold`` first for
     ``text`` (computed, never stored)."""
     from labmem.recall import load_into_store, load_labeled_set, scorer_engines
 
     labeled = load_labeled_set()
     with tempfile.TemporaryDirectory() as tmp:
         store = load_into_store(labeled, tmp)
-        return tuple(name for name, engine in scorer_engines(store, SCORER_NAMES).items()
+        return tuple(name for name, engine in scorer_engines(store, LEXICAL_SCORERS).items()
                      if [h.memory_id for h in engine.recall(text, limit=1,
                                                             as_of=labeled.as_of).hits]
                      == [gold])
@@ -100,14 +111,14 @@ def check_winners(answer) -> Feedback:
     except TypeError:
         return Feedback(name, False, "answer with a set of scorer names, e.g. {'bm25'}, "
                                      "or set() for none")
-    unknown = got - set(SCORER_NAMES)
+    unknown = got - set(LEXICAL_SCORERS)
     if unknown:
         return Feedback(name, False, f"unknown scorer(s) {sorted(unknown)}; "
-                                     f"use {', '.join(map(repr, SCORER_NAMES))}")
+                                     f"use {', '.join(map(repr, LEXICAL_SCORERS))}")
     expected = set(scorers_with_gold_first())
     if got == expected:
         if expected == {"contextual"}:
-            return Feedback(name, True, "only contextual — for bm25 and the hybrid idf makes "
+            return Feedback(name, True, "only contextual — for bm25 and bm25_recency idf makes "
                                         "the question words cheap, not free, and five of them "
                                         "in one chat outweigh 'idempotency' and 'key'; the "
                                         "english analyzer drops them, so they add nothing")
@@ -136,4 +147,68 @@ def check_layer(*, analyzer_term: Callable, build_index: Callable,
     return SUITE.run(ScratchLayer(layer))
 
 
-BUILD: tuple = ()
+# -- build one function: the fusion rule ---------------------------------------------------
+
+#: the library's own settings (the defaults of ``fuse_rankings``) are among the generated ones
+_DEFAULTS = {name: p.default for name, p in inspect.signature(fuse_rankings).parameters.items()
+             if p.default is not inspect.Parameter.empty}
+_IDS = ("m1", "m2", "m3", "m4")
+_RANKING = st.lists(st.sampled_from(_IDS), max_size=4)  # empty, disjoint, shared, repeated
+FUSION_INPUTS = st.tuples(_RANKING, _RANKING, st.sampled_from((1.0, 10.0, _DEFAULTS["k"])),
+                          st.sampled_from((0.5, 0.0, 0.25, _DEFAULTS["dense_weight"], 1.0)))
+
+
+def _row(fused) -> tuple:
+    """One fused record as compared: (id, total, lexical part, dense part, ranks), from a
+    ``FusedRank`` or a tuple in that order."""
+    if hasattr(fused, "memory_id"):
+        return (fused.memory_id, fused.total, fused.lexical_part, fused.dense_part,
+                fused.lexical_rank, fused.dense_rank)
+    return tuple(fused)
+
+
+def _fused_rows(value) -> list[tuple]:
+    return [_row(fused) for fused in value]
+
+
+def _describe_fusion(args: tuple) -> str:
+    lexical, dense, k, weight = args
+    return f"lexical {list(lexical)}, dense {list(dense)}, k={k:g}, dense_weight={weight:g}"
+
+
+def _keywords_or_positions(fn: Callable) -> Callable:
+    """``fn`` called as the library is (``k=`` and ``dense_weight=`` by keyword) when its
+    signature takes them so, else with all four arguments by position."""
+    try:
+        inspect.signature(fn).bind([], [], k=1.0, dense_weight=0.5)
+    except (TypeError, ValueError):
+        return lambda lexical, dense, k, weight: fn(lexical, dense, k, weight)
+    return lambda lexical, dense, k, weight: fn(lexical, dense, k=k, dense_weight=weight)
+
+
+@dataclass(frozen=True)
+class FusionExercise(BuildExercise):
+    """The fusion rule: the learner's function and the library's, each called with
+    ``(lexical, dense, k=…, dense_weight=…)`` on generated rankings."""
+
+    def check(self, fn: Callable) -> Feedback:
+        if not callable(fn):
+            return super().check(fn)
+        calls = BuildExercise(self.chapter, self.name, _keywords_or_positions(self.reference),
+                              self.inputs, self.hint, self.project, self.describe)
+        return calls.check(_keywords_or_positions(fn))
+
+
+BUILD = (
+    FusionExercise(
+        chapter="s12b", name="the fusion rule", reference=fuse_rankings,
+        inputs=FUSION_INPUTS, project=_fused_rows, describe=_describe_fusion,
+        hint="ranks start at 1; a part is weight·(k + 1)/(k + rank) rounded to 6 places, 0 "
+             "for an id not in that list; a repeated id counts at its first rank; keep every "
+             "id of either list; best total first, equal totals by memory id"),
+)
+
+
+def check_fusion(fn: Callable[..., Sequence]) -> Feedback:
+    """Exercise 5: your fusion rule against the library's ``fuse_rankings``."""
+    return BUILD[0].check(fn)

@@ -4,6 +4,8 @@ Modules, in the order the data flows::
 
     store         RemoteMemoryStore: scoped, source-bearing records in one JSONL log
     sqlite_store  SqliteMemoryStore: the same contract over SQLite, postings in one transaction
+    postgres      PostgresMemoryStore: the same contract on a PostgreSQL server (row-level
+                  security, a GIN index over labmem's terms; imported on first use)
     pipeline      the five stages: normalize → candidate → score → stable rank → render,
                   and RecallEngine, which runs stage 1 and hands stages 2–4 to a backend:
     reference       the reference backend: every record read, one candidate at a time
@@ -13,11 +15,14 @@ Modules, in the order the data flows::
     protocols     what an index or a scorer may offer the fast backend, one trick each
     pruning       MaxScore: skip the terms that cannot change the top (fast backend only)
     sidecar       the JSONL index persisted beside its records file, validated before use
-    scorers       teaching, BM25 and hybrid scorers, each with an exact ``explain``
+    scorers       teaching, BM25 and BM25-with-recency scorers, each with an exact ``explain``
     analyzers     plain terms, or English stop words + Snowball stems, over the same index
     fields        a record's thread, neighbours, title and date words (in memory)
     contextual    the contextual BM25: weighted fields, neighbours, a thread score; its
                   formula also written plainly, one record at a time (the reference)
+    embedding     text → unit vector: the packaged WordLlama model, or a larger one's files
+    vectors       every record's vector, computed once, kept beside the index (int8)
+    dense         the dense (cosine) scorer and the fused one (reciprocal-rank fusion)
     evaluation    a labeled recall set, recall@k / MRR, tune and test splits
     tool          the ``recall_history`` tool an agent calls, and the default store
 
@@ -40,6 +45,14 @@ from labmem.recall.contextual import (
     ContextualTermPart,
     ThreadBonus,
     ablation_ladder,
+)
+from labmem.recall.dense import (
+    DenseBreakdown,
+    DenseScorer,
+    FusedBreakdown,
+    FusedRank,
+    FusedScorer,
+    fuse_rankings,
 )
 from labmem.recall.evaluation import (
     DEFAULT_KS,
@@ -98,6 +111,7 @@ from labmem.recall.scorers import (
     RECENCY_WEIGHT,
     SCORE_DECIMALS,
     SCORERS,
+    Bm25RecencyScorer,
     Bm25Scorer,
     CorpusStats,
     HybridScorer,
@@ -124,11 +138,17 @@ from labmem.recall.store import (
 from labmem.recall.tool import (
     DEFAULT_SCORER,
     DEMOS,
+    ENV_DATABASE_URL,
     RECALL_HISTORY_TOOL,
     TEACHING_RECORDS,
     RemoteRuntime,
+    SchemaChange,
     add_teaching_records,
+    check_database_url,
     default_runtime,
+    manage_database,
+    masked_url,
+    open_database_store,
     recall_history,
 )
 
@@ -143,7 +163,8 @@ __all__ = [
     "RemoteMemoryScopeError", "RemoteMemoryCorruptionError",
     # index and scorers
     "Postings", "TermIndex", "InMemoryTermIndex", "open_term_index", "record_terms",
-    "merge_postings", "Scorer", "CorpusStats", "TeachingScorer", "Bm25Scorer", "HybridScorer",
+    "merge_postings", "Scorer", "CorpusStats", "TeachingScorer", "Bm25Scorer", "Bm25RecencyScorer",
+    "HybridScorer",
     "SCORERS", "resolve_scorer", "bm25_idf", "bm25_term_weight", "BM25_K1", "BM25_B",
     "LEXICAL_WEIGHT", "RECENCY_WEIGHT", "RECENCY_SCALE_DAYS", "SCORE_DECIMALS",
     "SCORER_NAMES",
@@ -152,6 +173,9 @@ __all__ = [
     "resolve_analyzer", "english_stop_words", "AnalyzedIndex", "ContextualScorer",
     "ContextualBreakdown", "ContextualTermPart", "ThreadBonus", "ablation_ladder", "thread_of",
     "date_words",
+    # dense and fused recall
+    "DenseScorer", "FusedScorer", "DenseBreakdown", "FusedBreakdown", "FusedRank",
+    "fuse_rankings",
     # the five stages and the engine
     "RecallQuery", "RecallCandidate", "RecallScoreBreakdown", "RecallScope", "RecallHit",
     "RecallResult", "RecallQueryError", "RecallEngine", "MAX_QUERY_TERMS", "normalize_recall_query",
@@ -167,4 +191,23 @@ __all__ = [
     "RECALL_HISTORY_TOOL", "TEACHING_RECORDS", "DEMOS", "DEFAULT_SCORER", "RemoteRuntime",
     "default_runtime",
     "recall_history", "add_teaching_records",
+    # the store on a database server (--database-url, $LABMEM_DATABASE_URL, labmem db)
+    "ENV_DATABASE_URL", "check_database_url", "masked_url", "open_database_store",
+    "SchemaChange", "manage_database",
+    # the PostgreSQL store itself (the postgres extra: imported on first use, see below)
+    "PostgresMemoryStore", "LocalPostgres", "init_database", "upgrade_database",
+    "schema_version",
 ]
+
+# needs psycopg (the postgres extra): imported when first asked for, so that importing
+# labmem.recall never requires it
+_ON_POSTGRES = frozenset({"PostgresMemoryStore", "LocalPostgres", "init_database",
+                          "upgrade_database", "schema_version"})
+
+
+def __getattr__(name: str):
+    if name in _ON_POSTGRES:
+        from labmem.recall import postgres
+
+        return getattr(postgres, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

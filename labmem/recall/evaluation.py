@@ -235,7 +235,8 @@ def load_into_store(labeled: LabeledRecallSet, directory: str | os.PathLike[str]
     return store
 
 
-def scorer_engines(store, scorers: Iterable[Any] = ("teaching", "bm25", "hybrid")) -> dict:
+def scorer_engines(store, scorers: Iterable[Any] = ("teaching", "bm25", "bm25_recency")
+                   ) -> dict:
     """``{name: RecallEngine(store, scorer=…)}``; a scorer object is named by its ``key``."""
     from labmem.recall.pipeline import RecallEngine  # recall imports numpy; keep this module light
     from labmem.recall.scorers import Scorer

@@ -6,7 +6,7 @@ one stage at a time, and a failure points at the stage that caused it:
 1. :func:`normalize_recall_query` — readable text, normalized text, stable terms.
 2. :func:`build_recall_candidates` — conversation records sharing a term with the query.
 3. :func:`score_recall_candidate` — an explainable breakdown, not a bare number, from a
-   pluggable scorer (:mod:`labmem.recall.scorers`: teaching, BM25, hybrid).
+   pluggable scorer (:mod:`labmem.recall.scorers`: teaching, BM25, BM25 with recency).
 4. :func:`stable_rank_recall_candidates` — an explicit, total order; cut to ``limit``.
 5. :func:`render_recalled_context` — the selected hits as an escaped prompt block.
 

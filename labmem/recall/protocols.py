@@ -30,12 +30,18 @@ protocol                        what it offers                                wh
                                 (written with every append)                   (open_term_index)
 :class:`AppendsInBatches`       a store that stores many drafts in one        loading a labeled set
                                 transaction: all of them or none              (evaluation)
+:class:`KeepsVectors`           a store that keeps dense vectors in its own   stored vectors
+                                database, by ordinal (else: a file beside     (labmem.recall
+                                its records)                                  .vectors)
+:class:`SplitsCosine`           an embedder that splits a cosine over the     dense breakdowns
+                                query's words                                 (labmem.recall.dense)
 ==============================  ============================================  ======================
 
 Who offers what: the JSONL index (:class:`~labmem.recall.index.InMemoryTermIndex`) lends
 postings, names positions, keeps term bounds, its record context and analyzed groups in
 its sidecar; the SQLite index lends postings and reads in bulk; the contextual scorer
-ranks the index; the SQLite store keeps its own index; both stores append in batches.
+ranks the index (so do the dense and fused ones); the SQLite store keeps its own index and
+its vectors; both stores append in batches; the packaged embedder splits its cosines.
 
 An index that declares none of them is still searched, exactly, through
 :meth:`TermIndex.postings`; the answers never depend on which tricks are offered (tests
@@ -60,7 +66,7 @@ if TYPE_CHECKING:  # annotations only: the protocols import nothing (not even nu
 
 __all__ = ["LendsPostings", "NamesPositions", "KeepsTermBounds", "KeepsRecordContext",
            "KeepsAnalyzedGroups", "ReadsInBulk", "RanksIndex", "KeepsTermIndex",
-           "AppendsInBatches", "offers"]
+           "AppendsInBatches", "KeepsVectors", "SplitsCosine", "offers"]
 
 
 @runtime_checkable
@@ -160,6 +166,35 @@ class AppendsInBatches(Protocol):
 
     def append_many(self, drafts: Iterable[Mapping[str, Any]]) -> tuple[StoredMemory, ...]:
         """Store every draft, or — on an invalid draft or a duplicate id — none."""
+
+
+@runtime_checkable
+class KeepsVectors(Protocol):
+    """A store that keeps dense vectors in its own database, one row per scope, model and
+    ordinal (SQLite); optional: for any other store they live in a file beside its
+    records (:mod:`labmem.recall.vectors`)."""
+
+    def vector_rows(self, model: str) -> list[tuple[Any, ...]]:
+        """(ordinal, memory_id, conversation, inv_norm, codes, crc32) rows of ``model``."""
+
+    def write_vector_rows(self, model: str, rows: Iterable[tuple[Any, ...]], *,
+                          replace_all: bool = False) -> None:
+        """Store rows (as :meth:`vector_rows` gives them) in one transaction."""
+
+    def records_from(self, ordinal: int, end: int) -> tuple[StoredMemory, ...]:
+        """The records at ordinals ``ordinal`` to ``end`` − 1."""
+
+    def memory_ids_below(self, end: int) -> list[str]:
+        """The memory ids of ordinals 0 to ``end`` − 1, in order."""
+
+
+@runtime_checkable
+class SplitsCosine(Protocol):
+    """An embedder whose cosine splits exactly over the query's words (an average of token
+    vectors does); optional: a dense breakdown then shows no words."""
+
+    def word_contributions(self, text: str, unit: np.ndarray) -> dict[str, float]:
+        """Each word of ``text`` with its part of the cosine with the unit vector ``unit``."""
 
 
 def offers(thing: object, protocol: type) -> bool:

@@ -7,8 +7,10 @@ and returns them as the library's types. There is one plain statement of stages 
 chapter's; this module only adapts its records. The fast backend is held equal to it
 (``tests/contracts/test_s12_equal.py``: identical ranked ids, scores and breakdowns).
 
-Scorers the reference implements: the teaching scorer (``lexical_recency``) and BM25
-(``bm25``, with :mod:`labmem.scratch.s12b`'s inverted index). Any other scorer is refused
+Scorers the reference implements: the teaching scorer (``lexical_recency``), BM25
+(``bm25``, with :mod:`labmem.scratch.s12b`'s inverted index), and the dense and fused
+scorers (``dense_cosine``, ``fused_rrf``: :func:`labmem.recall.dense.dense_reference`,
+:func:`~labmem.recall.dense.fused_reference`). Any other scorer is refused
 with an :class:`~labmem.core.errors.InvalidInputError` that names it; a scorer is added by
 one entry in :data:`REFERENCE_SCORERS`.
 """
@@ -91,10 +93,26 @@ def _bm25(store, query: RecallQuery, scorer, as_of: datetime) -> RecallResult:
         for hit in shown.hits))
 
 
+def _dense(store, query: RecallQuery, scorer, as_of: datetime) -> RecallResult:
+    """Every conversation record's cosine, one at a time (labmem.recall.dense)."""
+    from labmem.recall.dense import dense_reference
+
+    return dense_reference(store, query, scorer, as_of)
+
+
+def _fused(store, query: RecallQuery, scorer, as_of: datetime) -> RecallResult:
+    """The contextual formula and the cosines, record by record, fused (labmem.recall.dense)."""
+    from labmem.recall.dense import fused_reference
+
+    return fused_reference(store, query, scorer, as_of)
+
+
 #: scorer name → how the reference answers with it.
 REFERENCE_SCORERS: dict[str, Callable[..., RecallResult]] = {
     "lexical_recency": _teaching,
     "bm25": _bm25,
+    "dense_cosine": _dense,
+    "fused_rrf": _fused,
 }
 
 

@@ -10,8 +10,14 @@ for it (:class:`RecallScoreBreakdown`). Three are provided:
   long record is discounted against the average length (``b``); one term's part is
   :func:`bm25_term_weight`. Statistics are those of the user's own records: one user's
   vocabulary never weighs another user's recall.
-* :class:`HybridScorer` — BM25 scaled into [0, 1] by the query's best possible BM25
-  score, blended with the same recency term the teaching scorer uses.
+* :class:`Bm25RecencyScorer` (``bm25_recency``) — BM25 scaled into [0, 1] by the query's
+  best possible BM25 score, blended with the same recency term the teaching scorer uses.
+  ``"hybrid"`` and ``HybridScorer`` are deprecated names for it (a ``DeprecationWarning``
+  says so); they go in the next release.
+
+Two more rank over a whole index and register themselves: the contextual BM25
+(:mod:`labmem.recall.contextual`) and the dense and fused scorers
+(:mod:`labmem.recall.dense`).
 
 Every scorer has two faces that compute the same formula: :meth:`explain` scores one
 candidate exactly, with each part rounded to 6 places as it is shown; :meth:`estimate`
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,7 +44,8 @@ from labmem.recall.index import Postings, distinct_groups
 
 __all__ = [
     "RecallScoreBreakdown", "CorpusStats", "Scorer", "TeachingScorer", "Bm25Scorer",
-    "HybridScorer", "SCORERS", "resolve_scorer", "recency_weight", "age_days", "bm25_idf",
+    "Bm25RecencyScorer", "HybridScorer", "SCORERS", "resolve_scorer", "recency_weight",
+    "age_days", "bm25_idf", "DEPRECATED_SCORERS",
     "bm25_term_weight", "BM25_K1", "BM25_B", "register_scorer",
 ]
 
@@ -417,7 +425,7 @@ class Bm25Scorer(Scorer):
 
 
 @dataclass(frozen=True, repr=True)
-class HybridScorer(Scorer):
+class Bm25RecencyScorer(Scorer):
     """(1 − w) × BM25 ÷ the query's best possible BM25 + w × recency.
 
     The best possible BM25 of a query is Σ idf × (k1 + 1) over its terms — what a record
@@ -431,7 +439,7 @@ class HybridScorer(Scorer):
     b: float = 1.0
     recency_weight: float = 0.1
     name = "bm25_recency"
-    key = "hybrid"
+    key = "bm25_recency"
 
     def __post_init__(self) -> None:
         Bm25Scorer(self.k1, self.b)  # validates k1 and b
@@ -511,8 +519,26 @@ class HybridScorer(Scorer):
         )
 
 
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"the scorer name {old!r} is deprecated and goes in the next release; "
+                  f"use {new!r} (BM25 with recency, the same scorer)", DeprecationWarning,
+                  stacklevel=3)
+
+
+@dataclass(frozen=True, repr=True)
+class HybridScorer(Bm25RecencyScorer):
+    """Deprecated name of :class:`Bm25RecencyScorer` (removed in the next release)."""
+
+    def __post_init__(self) -> None:
+        _deprecated("HybridScorer", "Bm25RecencyScorer")
+        super().__post_init__()
+
+
+#: Old scorer names still resolved, with a DeprecationWarning, for one release.
+DEPRECATED_SCORERS: Mapping[str, str] = MappingProxyType({"hybrid": "bm25_recency"})
+
 _REGISTERED: dict[str, type[Scorer]] = {
-    "teaching": TeachingScorer, "bm25": Bm25Scorer, "hybrid": HybridScorer,
+    "teaching": TeachingScorer, "bm25": Bm25Scorer, "bm25_recency": Bm25RecencyScorer,
 }
 SCORERS: Mapping[str, type[Scorer]] = MappingProxyType(_REGISTERED)  # a live, read-only view
 
@@ -525,11 +551,16 @@ def register_scorer(cls: type[Scorer]) -> type[Scorer]:
 
 
 def resolve_scorer(scorer: str | Scorer | None) -> Scorer:
-    """A scorer object from a name (``"teaching"``, ``"bm25"``, ``"hybrid"``) or itself."""
+    """A scorer object from a name (``"teaching"``, ``"bm25"``, ``"bm25_recency"``, …:
+    :data:`SCORERS`) or itself; a deprecated name (:data:`DEPRECATED_SCORERS`) resolves
+    to its new scorer with a ``DeprecationWarning``."""
     if scorer is None:
         return TeachingScorer()
     if isinstance(scorer, Scorer):
         return scorer
+    if isinstance(scorer, str) and scorer in DEPRECATED_SCORERS:
+        _deprecated(scorer, DEPRECATED_SCORERS[scorer])
+        return SCORERS[DEPRECATED_SCORERS[scorer]]()
     if isinstance(scorer, str) and scorer in SCORERS:
         return SCORERS[scorer]()
     raise InvalidInputError(

@@ -70,7 +70,7 @@ from labmem.core.validation import parse_json
 __all__ = ["SIDECAR_SUFFIX", "SIDECAR_VERSION", "SETTLED_NS", "Sidecar", "SidecarRefused",
            "load_sidecar", "write_sidecar", "sidecar_path", "stamp_path",
            "load_companion", "write_companion", "PackedStrings", "packed_strings",
-           "string_key", "string_keys"]
+           "string_key", "string_keys", "check_records_file"]
 
 SIDECAR_SUFFIX = ".recall-index"
 SIDECAR_VERSION = 3  # 2: each term's largest count and shortest record (pruning's
@@ -228,7 +228,7 @@ def _load_sidecar(records_path: Path, user_scope: str) -> Sidecar:
             side_checked = FileSignature.of(os.fstat(handle.fileno()))
             try:
                 _both(lambda: check_body(handle.fileno(), header),
-                      lambda: _check_records_file(records_path, meta))
+                      lambda: check_records_file(records_path, meta))
                 if FileSignature.of(os.fstat(handle.fileno())) == side_checked:
                     _finish_stamp(stamp, records_path, side_checked, records_checked)
             finally:
@@ -408,8 +408,10 @@ def _check_identity(records: FileSignature | None, meta: Mapping[str, Any]) -> N
                              f"file has {records.size})")
 
 
-def _check_records_file(records_path: Path, meta: Mapping[str, Any]) -> None:
-    """Refuse a sidecar that does not describe this records file's current prefix."""
+def check_records_file(records_path: Path, meta: Mapping[str, Any]) -> None:
+    """Refuse a cache (a sidecar, stored vectors) whose ``meta`` does not describe this
+    records file's current prefix: ``device``, ``inode``, ``covered_bytes`` and
+    ``covered_crc32``."""
     try:
         with open(records_path, "rb") as records:
             _check_identity(FileSignature.of(os.fstat(records.fileno())), meta)

@@ -46,11 +46,18 @@ import numpy as np
 
 from labmem.core.clock import Clock, resolve_clock
 from labmem.core.errors import validated_as
-from labmem.core.provenance import MemorySource, scope_digest
+from labmem.core.provenance import scope_digest
 from labmem.core.validation import parse_json, require_int
 from labmem.recall.index import Postings, TermIndex, record_terms
-from labmem.recall.protocols import AppendsInBatches, KeepsTermIndex, LendsPostings, ReadsInBulk
+from labmem.recall.protocols import (
+    AppendsInBatches,
+    KeepsTermIndex,
+    KeepsVectors,
+    LendsPostings,
+    ReadsInBulk,
+)
 from labmem.recall.store import (
+    AppendsThroughInsert,
     MemoryKind,
     RecallStore,
     RemoteMemoryCorruptionError,
@@ -61,9 +68,6 @@ from labmem.recall.store import (
     derived_id_problem,
     duplicate_message,
     record_from_object,
-    stamp_now,
-    validate_draft,
-    validate_drafts,
 )
 
 __all__ = ["SqliteMemoryStore", "SqliteTermIndex", "SCHEMA_VERSION"]
@@ -145,6 +149,20 @@ SCHEMA = (
     *VOCABULARY_SCHEMA,
 )
 
+#: Dense recall's stored vectors (labmem.recall.vectors), one row per record and model,
+#: created when first used; each row carries a CRC-32 of its memory id and bytes.
+VECTOR_SCHEMA = """CREATE TABLE IF NOT EXISTS record_vectors (
+    user_scope TEXT NOT NULL,
+    model      TEXT NOT NULL,
+    ordinal    INTEGER NOT NULL,
+    memory_id  TEXT NOT NULL,
+    conversation INTEGER NOT NULL,
+    inv_norm   REAL NOT NULL,
+    codes      BLOB NOT NULL,
+    crc32      INTEGER NOT NULL,
+    PRIMARY KEY (user_scope, model, ordinal)
+) WITHOUT ROWID"""
+
 _validated = partial(validated_as, RemoteMemoryValidationError)
 
 
@@ -155,7 +173,8 @@ class _ScopeStats:
     total_length: int = 0
 
 
-class SqliteMemoryStore(RecallStore, KeepsTermIndex, AppendsInBatches):
+class SqliteMemoryStore(AppendsThroughInsert, RecallStore, KeepsTermIndex,
+                        AppendsInBatches, KeepsVectors):
     """Append-only, user-scoped record store in one SQLite file (``path``) shared by users.
 
     Each record gets an ``ordinal``: its position among this user's records, dense
@@ -406,39 +425,55 @@ class SqliteMemoryStore(RecallStore, KeepsTermIndex, AppendsInBatches):
             self._term_index = SqliteTermIndex(self)
         return self._term_index
 
+    # -- stored vectors (labmem.recall.vectors) --------------------------------------
+
+    def records_from(self, ordinal: int, end: int) -> tuple[StoredMemory, ...]:
+        """The records at ordinals ``ordinal`` to ``end`` − 1, decoded in one query and
+        not kept (what stored vectors read to embed the records they do not cover yet)."""
+        rows = self._query(
+            "SELECT ordinal, memory_id, record FROM memories WHERE user_scope = ? AND "
+            "ordinal >= ? AND ordinal < ? ORDER BY ordinal", (self.user_scope, ordinal, end))
+        if [row[0] for row in rows] != list(range(ordinal, ordinal + len(rows))):
+            raise RemoteMemoryCorruptionError(
+                self.path.name, None, f"user scope {self.user_scope} has a gap in its "
+                f"ordinals between {ordinal} and {end}; ordinals must be dense")
+        return tuple(self._decode_row(*row) for row in rows)
+
+    def memory_ids_below(self, end: int) -> list[str]:
+        """The memory ids of ordinals 0 to ``end`` − 1, in order."""
+        return [row[0] for row in self._query(
+            "SELECT memory_id FROM memories WHERE user_scope = ? AND ordinal < ? "
+            "ORDER BY ordinal", (self.user_scope, end))]
+
+    def vector_rows(self, model: str) -> list[tuple[Any, ...]]:
+        """(ordinal, memory_id, conversation, inv_norm, codes, crc32) of ``model``'s stored
+        vectors for this scope, by ordinal; none before the table exists."""
+        with self._sqlite_errors():
+            self._db().execute(VECTOR_SCHEMA)
+        return self._query(
+            "SELECT ordinal, memory_id, conversation, inv_norm, codes, crc32 FROM record_vectors "
+            "WHERE user_scope = ? AND model = ? ORDER BY ordinal", (self.user_scope, model))
+
+    def write_vector_rows(self, model: str, rows: Iterable[tuple[Any, ...]], *,
+                          replace_all: bool = False) -> None:
+        """Store ``model``'s vectors (rows as :meth:`vector_rows` returns them) in one
+        transaction; ``replace_all`` first drops this scope's rows of ``model`` (a
+        refused set is rebuilt). A row already there is kept (another process wrote the
+        same vector of the same record first)."""
+        db = self._db()
+        with self._sqlite_errors(), _transaction(db):
+            db.execute(VECTOR_SCHEMA)
+            if replace_all:
+                db.execute("DELETE FROM record_vectors WHERE user_scope = ? AND model = ?",
+                           (self.user_scope, model))
+            db.executemany(
+                "INSERT OR IGNORE INTO record_vectors (user_scope, model, ordinal, memory_id, "
+                "conversation, inv_norm, codes, crc32) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(self.user_scope, model, *row) for row in rows])
+
     # -- writing -------------------------------------------------------------------
 
-    def append(
-        self,
-        *,
-        kind: MemoryKind | str,
-        content: str,
-        summary: str,
-        source: MemorySource | Mapping[str, Any],
-        memory_id: str | None = None,
-    ) -> StoredMemory:
-        """Validate, then store one record; raise :class:`RemoteMemoryDuplicateError`
-        if ``memory_id`` (given or derived) is already stored."""
-        draft = validate_draft(kind=kind, content=content, summary=summary, source=source,
-                               memory_id=memory_id)
-        record = draft.stored(self.user_scope, stamp_now(self.clock))
-        self._insert((record,), batch=False)
-        return record
-
-    def append_many(self, drafts: Iterable[Mapping[str, Any]]) -> tuple[StoredMemory, ...]:
-        """Store a batch in one transaction: every draft, or — on any invalid draft or
-        duplicate id, in the batch or already stored — nothing.
-
-        Each draft is a mapping of :meth:`append`'s keyword arguments; the batch gets
-        one ``clock.now()`` as its ``stored_at`` and one commit (one ``fsync``).
-        """
-        checked = validate_drafts(drafts)
-        if not checked:
-            return ()
-        stored_at = stamp_now(self.clock)
-        records = tuple(draft.stored(self.user_scope, stored_at) for draft in checked)
-        self._insert(records, batch=True)
-        return records
+    # -- writing (append and append_many: AppendsThroughInsert) ---------------------
 
     def _insert(self, records: tuple[StoredMemory, ...], *, batch: bool) -> None:
         """INSERT the records, their packed postings and the new totals in one transaction."""

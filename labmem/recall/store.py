@@ -70,6 +70,7 @@ __all__ = [
     "duplicate_message",
     "stamp_now",
     "decode_stored_line",
+    "AppendsThroughInsert",
 ]
 
 #: A batch with more ids than this decodes the whole file before its duplicate check, where
@@ -403,7 +404,56 @@ class RecallStore(Protocol):
         """Every record of this user, in storage order."""
 
 
-class RemoteMemoryStore(RecallStore, AppendsInBatches):
+class AppendsThroughInsert:
+    """``append`` and ``append_many``, the same for every store: validate every draft,
+    stamp one ``stored_at``, then the store's ``_insert`` writes the records — all of them
+    or none, as far as its medium allows (the JSONL file: one write under its lock; SQLite
+    and PostgreSQL: one transaction). So the backends cannot drift apart in what they
+    refuse or how they stamp. Named first among a store's bases (a protocol's method stubs
+    must not come before it)."""
+
+    user_scope: str
+    clock: Clock
+
+    def _insert(self, records: tuple[StoredMemory, ...], *, batch: bool) -> None:
+        """Store ``records``, or none: a duplicate id raises
+        :class:`RemoteMemoryDuplicateError` (``batch``: naming its draft's index)."""
+        raise NotImplementedError
+
+    def append(
+        self,
+        *,
+        kind: MemoryKind | str,
+        content: str,
+        summary: str,
+        source: MemorySource | Mapping[str, Any],
+        memory_id: str | None = None,
+    ) -> StoredMemory:
+        """Validate, then store one record; raise :class:`RemoteMemoryDuplicateError`
+        if ``memory_id`` (given or derived) is already stored."""
+        draft = validate_draft(kind=kind, content=content, summary=summary, source=source,
+                               memory_id=memory_id)
+        record = draft.stored(self.user_scope, stamp_now(self.clock))
+        self._insert((record,), batch=False)
+        return record
+
+    def append_many(self, drafts: Iterable[Mapping[str, Any]]) -> tuple[StoredMemory, ...]:
+        """Store a batch in one transaction: every draft, or — on any invalid draft or
+        duplicate id, in the batch or already stored — nothing.
+
+        Each draft is a mapping of :meth:`append`'s keyword arguments; the batch gets
+        one ``clock.now()`` as its ``stored_at`` and one write (one commit).
+        """
+        checked = validate_drafts(drafts)
+        if not checked:
+            return ()
+        stored_at = stamp_now(self.clock)
+        records = tuple(draft.stored(self.user_scope, stored_at) for draft in checked)
+        self._insert(records, batch=True)
+        return records
+
+
+class RemoteMemoryStore(AppendsThroughInsert, RecallStore, AppendsInBatches):
     """Append-only, user-scoped record store backed by one JSONL file (``path``).
 
     Reads follow the file: the first read decodes it once and builds the id index;
@@ -617,46 +667,13 @@ class RemoteMemoryStore(RecallStore, AppendsInBatches):
             return True
         return True
 
-    # -- writing -----------------------------------------------------------------
+    # -- writing (append and append_many: AppendsThroughInsert) -----------------
 
-    def append(
-        self,
-        *,
-        kind: MemoryKind | str,
-        content: str,
-        summary: str,
-        source: MemorySource | Mapping[str, Any],
-        memory_id: str | None = None,
-    ) -> StoredMemory:
-        """Validate, then store one record; raise :class:`RemoteMemoryDuplicateError`
-        if ``memory_id`` (given or derived) is already stored."""
-        draft = validate_draft(kind=kind, content=content, summary=summary, source=source,
-                               memory_id=memory_id)
-        record = draft.stored(self.user_scope, stamp_now(self.clock))
-        with self._log.locked():
-            self._catch_up_ids()
-            if self._holds(record.memory_id):
-                raise RemoteMemoryDuplicateError(
-                    duplicate_message(record.memory_id, self.path.name))
-            self._log.append(record.to_dict())
-        self._remember(record)
-        return record
-
-    def append_many(self, drafts: Iterable[Mapping[str, Any]]) -> tuple[StoredMemory, ...]:
-        """Store a batch all-or-nothing: each draft is a mapping of :meth:`append`'s
-        keyword arguments.
-
-        Every draft is validated first; then, under one lock, an id already stored
-        refuses the whole batch; otherwise every line goes out in one write and one
-        ``fsync``, with one ``clock.now()`` as the batch's ``stored_at``. (A crash in
-        the middle of that write can still leave a prefix of the batch: a JSONL file
-        has no transactions. :class:`~labmem.recall.sqlite_store.SqliteMemoryStore` has.)
-        """
-        checked = validate_drafts(drafts)
-        if not checked:
-            return ()
-        stored_at = stamp_now(self.clock)
-        records = tuple(draft.stored(self.user_scope, stored_at) for draft in checked)
+    def _insert(self, records: tuple[StoredMemory, ...], *, batch: bool) -> None:
+        """Under the lock, refuse the write if any id is stored; else every line goes out
+        in one write and one ``fsync``. (A crash in the middle of that write can still
+        leave a prefix of a batch: a JSONL file has no transactions; the database stores
+        have.)"""
         with self._log.locked():
             if len(records) > SEARCHED_IDS:  # one search of the prefix per id: decode instead
                 self._catch_up()
@@ -664,9 +681,11 @@ class RemoteMemoryStore(RecallStore, AppendsInBatches):
                 self._catch_up_ids()
             for index, record in enumerate(records):
                 if self._holds(record.memory_id):
-                    raise RemoteMemoryDuplicateError(
-                        duplicate_message(record.memory_id, self.path.name, index))
-            self._log.append_many([record.to_dict() for record in records])
+                    raise RemoteMemoryDuplicateError(duplicate_message(
+                        record.memory_id, self.path.name, index if batch else None))
+            if batch:
+                self._log.append_many([record.to_dict() for record in records])
+            else:
+                self._log.append(records[0].to_dict())
         for record in records:
             self._remember(record)
-        return records

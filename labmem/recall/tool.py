@@ -6,18 +6,27 @@ writes nothing either. A store holds only what its user (or their agent) wrote: 
 chapter's example records go in only when asked for by name — :func:`add_teaching_records`,
 ``default_runtime(with_examples=True)``, ``labmem examples add`` or ``--with-examples`` —
 because an agent host takes whatever a store holds as a fact about its user.
+
+A database URL (``database_url=``, else ``$LABMEM_DATABASE_URL``) puts the store on a
+PostgreSQL server instead of the home (the ``postgres`` extra): every host that connects
+with it shares its users' records. The home then keeps only what is not a record (the
+memory tool's files, an MCP server's preferences and facts). A URL is printed only with
+its password masked (:func:`masked_url`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from labmem.core.clock import Clock, FixedClock
-from labmem.core.errors import validated_as
+from labmem.core.errors import InvalidInputError, validated_as
 from labmem.core.provenance import MemorySource, scope_digest
 from labmem.core.validation import require_int
 from labmem.recall.pipeline import (
@@ -30,13 +39,16 @@ from labmem.recall.pipeline import (
 )
 from labmem.recall.store import (
     MemoryKind,
+    RecallStore,
     RemoteMemoryDuplicateError,
     RemoteMemoryError,
     RemoteMemoryStore,
+    RemoteMemoryValidationError,
 )
 
 ENV_HOME = "LABMEM_HOME"
 ENV_USER = "LABMEM_USER_ID"
+ENV_DATABASE_URL = "LABMEM_DATABASE_URL"
 DEFAULT_USER = "learner"
 # The tool and `labmem recall` rank with the best scorer measured (bench/locomo_eval.py and
 # the labeled set); chapter s12 and RecallEngine's own default stay with "teaching".
@@ -117,12 +129,19 @@ def add_teaching_records(store: RemoteMemoryStore) -> int:
 
 @dataclass(frozen=True)
 class RemoteRuntime:
-    """The default store and engine (scorer :data:`DEFAULT_SCORER`) for one user under one
-    home directory."""
+    """The default store and engine (scorer :data:`DEFAULT_SCORER`) for one user: under
+    one home directory, or on a database server (``home`` then keeps the other files)."""
 
     home: Path
-    store: RemoteMemoryStore
+    store: RecallStore
     engine: RecallEngine
+
+    @property
+    def location(self) -> str:
+        """Where the records live, safe to print: the file, or the database's name."""
+        if isinstance(self.store, RemoteMemoryStore):
+            return str(self.store.path)
+        return f"database {self.store.name!r}"
 
 
 def default_home() -> Path:
@@ -130,8 +149,10 @@ def default_home() -> Path:
 
 
 def default_runtime(*, home: str | Path | None = None, user_id: str | None = None,
-                    clock: Clock | None = None, with_examples: bool = False) -> RemoteRuntime:
-    """Open the default remote store of one user under one home.
+                    clock: Clock | None = None, with_examples: bool = False,
+                    database_url: str | None = None,
+                    database_url_field: str = "database_url") -> RemoteRuntime:
+    """Open the default remote store of one user under one home, or on a database.
 
     Opening writes nothing: a new home gets its ``remote-memory/`` folder only when a
     record is appended. ``with_examples=True`` adds the example records that are not
@@ -139,10 +160,22 @@ def default_runtime(*, home: str | Path | None = None, user_id: str | None = Non
 
     A home that cannot hold the store (``$LABMEM_HOME`` naming a file, say) is refused
     with a :class:`RemoteMemoryError` naming it, before anything is read or written.
+
+    ``database_url`` (else ``$LABMEM_DATABASE_URL``) opens the store on that PostgreSQL
+    server instead, connecting at once (:func:`open_database_store`); errors name
+    ``database_url_field`` (the CLI passes its flag) or the variable.
     """
+    if database_url is None and os.environ.get(ENV_DATABASE_URL):
+        database_url, database_url_field = os.environ[ENV_DATABASE_URL], f"${ENV_DATABASE_URL}"
     where = "home" if home is not None else f"${ENV_HOME}"
     home = Path(home) if home is not None else default_home()
     user_id = user_id or os.environ.get(ENV_USER) or DEFAULT_USER
+    if database_url is not None:
+        store = open_database_store(database_url, user_id=user_id, clock=clock,
+                                    field=database_url_field)
+        if with_examples:
+            add_teaching_records(store)
+        return RemoteRuntime(home, store, RecallEngine(store, scorer=DEFAULT_SCORER))
     path = home / "remote-memory" / f"{scope_digest(user_id)}.jsonl"
     blocker = next((p for p in (path.parent, *path.parent.parents)
                     if p.exists() or p.is_symlink()), None)
@@ -156,8 +189,9 @@ def default_runtime(*, home: str | Path | None = None, user_id: str | None = Non
     return RemoteRuntime(home, store, RecallEngine(store, scorer=DEFAULT_SCORER))
 
 
-def recall_history(query: str, limit: int = 5) -> str:
-    """The agent tool: recall from the default store and return the JSON result.
+def recall_history(query: str, limit: int = 5, *, runtime: RemoteRuntime | None = None) -> str:
+    """The agent tool: recall from ``runtime`` (default: the default store) and return the
+    JSON result.
 
     ``limit`` is checked first, by the library's own rule (an int from ``MIN_LIMIT`` to
     ``MAX_LIMIT``; ``2.7``, ``"3"`` and ``True`` are refused with
@@ -165,7 +199,125 @@ def recall_history(query: str, limit: int = 5) -> str:
     """
     validated_as(RecallQueryError, require_int, limit, "limit", minimum=MIN_LIMIT,
                  maximum=MAX_LIMIT)
-    return default_runtime().engine.recall(query, limit=limit).to_json()
+    runtime = runtime if runtime is not None else default_runtime()
+    return runtime.engine.recall(query, limit=limit).to_json()
+
+
+# -- a store on a PostgreSQL server: ``--database-url`` / ``$LABMEM_DATABASE_URL`` -----
+
+URL_FORM = ("write it as postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE "
+            "(postgresql://USER@/DATABASE?host=/socket/dir for a Unix socket)")
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The password a URL spells (``user:PASSWORD@`` or ``password=``), as written and
+    decoded: what :func:`masked_url` and :func:`_scrubbed` hide."""
+    from urllib.parse import unquote
+
+    found = re.findall(r"(?i)[?&]password=([^&#]*)", url)
+    _, sep, rest = url.partition("://")
+    if sep and "@" in rest:  # the last @ ends the user info: a password may hold one
+        _, colon, password = rest.rpartition("@")[0].partition(":")
+        if colon:
+            found.append(password)
+    return sorted({s for p in found if p for s in (p, unquote(p))}, key=len, reverse=True)
+
+
+def _scrubbed(text: str, url: str) -> str:
+    for secret in _url_secrets(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password, if it has one, shown as ``***`` (safe to print)."""
+    return _scrubbed(url, url)
+
+
+def check_database_url(url: Any, field: str = "database_url") -> str:
+    """``url`` if it is a PostgreSQL URL libpq can parse; else a refusal naming ``field``
+    (the flag or variable the caller wrote) that never prints the password."""
+    shown = masked_url(url) if isinstance(url, str) else url
+    if not isinstance(url, str) or not url.strip():
+        raise RemoteMemoryValidationError(field, f"must be a PostgreSQL URL, got {shown!r}",
+                                          URL_FORM)
+    try:
+        from psycopg import Error as PsycopgError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        raise RemoteMemoryValidationError(
+            field, "a database URL needs psycopg, which is not installed",
+            "install the postgres extra with pip install -e '.[postgres]'") from None
+    if not url.lower().startswith(("postgresql://", "postgres://")):
+        raise RemoteMemoryValidationError(field, f"{shown!r} is not a PostgreSQL URL",
+                                          URL_FORM)
+    try:
+        conninfo_to_dict(url)
+    except PsycopgError as exc:
+        reason = _scrubbed(" ".join(str(exc).split()), url)
+        raise RemoteMemoryValidationError(
+            field, f"{shown!r} is not a PostgreSQL URL ({reason})", URL_FORM) from None
+    return url
+
+
+@contextmanager
+def _naming(field: str, url: str) -> Iterator[None]:
+    """A failure to reach or use the database, re-raised naming ``field`` and the URL
+    (password masked)."""
+    try:
+        yield
+    except RemoteMemoryError as exc:
+        if isinstance(exc, InvalidInputError):
+            raise
+        raise type(exc)(f"{field} {masked_url(url)!r}: {_scrubbed(str(exc), url)}") from None
+
+
+def open_database_store(url: str, *, user_id: str, clock: Clock | None = None,
+                        field: str = "database_url") -> RecallStore:
+    """The user's store on the PostgreSQL server at ``url`` (the application role's URL),
+    connected now: an unreachable server or a missing schema is said here, naming
+    ``field``, not at the first recall."""
+    url = check_database_url(url, field)
+    from labmem.recall.postgres import PostgresMemoryStore
+
+    store = PostgresMemoryStore(url, user_id=user_id, clock=clock)
+    with _naming(field, url):
+        store.is_empty()
+    return store
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """What ``labmem db init|upgrade|status`` found and left: schema versions (0: none)."""
+
+    database: str
+    before: int
+    after: int
+    newest: int
+
+
+def manage_database(action: str, url: str, *, field: str = "database_url") -> SchemaChange:
+    """``init``, ``upgrade`` or (only read) ``status`` the labmem schema at ``url``, an
+    administrator's URL for ``init`` and ``upgrade``."""
+    if action not in ("init", "upgrade", "status"):
+        raise InvalidInputError("action", f"{action!r} is not a database action",
+                                "use init, upgrade or status")
+    url = check_database_url(url, field)
+    from labmem.recall.postgres import (
+        SCHEMA_VERSION,
+        init_database,
+        schema_version,
+        upgrade_database,
+    )
+    from labmem.recall.postgres.connection import database_name
+
+    with _naming(field, url):
+        before = after = schema_version(url)
+        if action == "init":
+            after = init_database(url)
+        elif action == "upgrade":
+            before, after = upgrade_database(url)
+    return SchemaChange(database_name(url), before, after, SCHEMA_VERSION)
 
 
 # -- the offline demo: ``labmem demo s12`` --------------------------------------------

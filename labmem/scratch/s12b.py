@@ -6,8 +6,9 @@ s12 ranked by reading every record and scoring the share of query terms it holds
 module keeps s12's records, its query (stage 1), its rank order (stage 4) and its result,
 and changes what is between them: an *analyzer* decides which terms count, an *inverted
 index* (term → postings) finds the candidates without reading every record, and *BM25*
-scores them, with each term's part in the breakdown. Nothing else: no arrays, no cache,
-no pruning. ``labmem.recall`` is the production layer (packed postings, a vectorized
+scores them, with each term's part in the breakdown. At the end, dense recall by hand: the
+cosine of two embedding vectors, and every record ranked by it. Nothing else: no arrays,
+no cache, no pruning. ``labmem.recall`` is the production layer (packed postings, a vectorized
 estimate, MaxScore pruning, a persisted index); one contract suite
 (``labmem.exercises.suites.s12b``) holds the two equal, and the library's reference
 backend (``RecallEngine(store, scorer="bm25", backend="reference")``) runs this module.
@@ -202,3 +203,20 @@ def recall_bm25(index: InvertedIndex, text: str, *, limit: int = 5, as_of,
     query = normalize_recall_query(text, user_scope=index.user_scope, limit=limit,
                                    issued_at=as_of)
     return rank_bm25(query, index, as_of=as_of, k1=k1, b=b)
+
+
+def cosine(a, b) -> float:
+    """a·b / (|a|·|b|): 1 for vectors pointing the same way, 0 for perpendicular ones.
+    Each vector's length cancels out, so a long text is not favoured for being long."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norms if norms else 0.0
+
+
+def rank_by_cosine(query_vector, vectors: dict, limit: int = 5) -> list[tuple[str, float]]:
+    """Dense recall by hand: every record (memory_id → vector) scored by its cosine with
+    the query, best first, equal cosines by id. No term needs to be shared: every record
+    is a candidate."""
+    scored = [(memory_id, round(cosine(query_vector, vector), DECIMALS))
+              for memory_id, vector in vectors.items()]
+    return sorted(scored, key=lambda pair: (-pair[1], pair[0]))[:limit]

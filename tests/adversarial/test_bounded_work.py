@@ -21,7 +21,7 @@ import pytest
 from labmem.core.clock import FixedClock
 
 NOW = "2026-08-01T12:00:00Z"
-SCORERS = ("teaching", "bm25", "hybrid", "contextual")
+SCORERS = ("teaching", "bm25", "bm25_recency", "contextual")
 VOCABULARY = [f"w{i}" for i in range(300)]  # small: every term has long postings
 
 

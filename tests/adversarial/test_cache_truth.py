@@ -414,7 +414,7 @@ def shared(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("scorer", ("teaching", "bm25", "hybrid", "contextual"))
+@pytest.mark.parametrize("scorer", ("teaching", "bm25", "bm25_recency", "contextual"))
 def test_alices_postings_copied_under_bobs_scope_are_caught(shared, scorer):
     """Bob's recall of 'wal' returned bob's dog note, which holds no 'wal' (old code)."""
     bob = sqlite_store(shared, "bob")

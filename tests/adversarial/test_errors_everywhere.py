@@ -24,7 +24,7 @@ SOURCE = {"source_id": "s1", "source_type": "chat", "title": "a chat",
           "captured_at": "2026-07-01T00:00:00Z"}
 OUT_OF_RANGE = ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00")
 SURROGATE_QUERY = "bad\ud800query"
-SCORERS = ("teaching", "bm25", "hybrid", "contextual")
+SCORERS = ("teaching", "bm25", "bm25_recency", "contextual")
 
 
 # -- timestamps at the ends of the calendar ---------------------------------------------

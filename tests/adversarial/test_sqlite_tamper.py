@@ -30,7 +30,7 @@ from labmem.recall import (
 NOW = "2026-08-01T12:00:00Z"
 SOURCE = {"source_id": "chat-1", "source_type": "chat", "title": "storage chat",
           "captured_at": "2026-07-01T00:00:00Z"}
-SCORERS = ("teaching", "bm25", "hybrid", "contextual")
+SCORERS = ("teaching", "bm25", "bm25_recency", "contextual")
 
 
 @pytest.fixture

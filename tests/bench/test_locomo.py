@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "locomo_eval.py"
 DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
-ENGINES = ["labmem teaching", "labmem bm25", "labmem hybrid", "labmem contextual",
+ENGINES = ["labmem teaching", "labmem bm25", "labmem bm25_recency", "labmem contextual",
+           "labmem dense", "labmem fused", "labmem dense (float16 vectors)",
            "labmem contextual (SQLite)", "rank_bm25 BM25Okapi", "bm25s", "SQLite FTS5 bm25",
            "SQLite FTS5 porter", "bm25s (own tokenizer, English stopwords)",
            "bm25s (own tokenizer, stopwords, Snowball stemmer)"]
@@ -40,7 +41,8 @@ def test_locomo_eval_runs_on_two_conversations(tmp_path):
     report = json.loads((tmp_path / "locomo_eval.json").read_text(encoding="utf-8"))
     assert (tmp_path / "locomo_eval.png").read_bytes()[:4] == b"\x89PNG"
     markdown = (tmp_path / "locomo_eval.md").read_text(encoding="utf-8")
-    for heading in ("## Targets", "## Ablation", "## Odd half", "## Even half", "## All ten"):
+    for heading in ("## Targets", "## Ablation", "## Odd half", "## Even half", "## All ten",
+                    "## The labeled en+zh set", "## The exact dense scan"):
         assert heading in markdown, heading
     assert str(tmp_path) not in markdown
     facts = report["data"]

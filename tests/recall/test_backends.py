@@ -117,7 +117,7 @@ def test_each_index_and_scorer_declares_what_it_offers(tmp_path):
     assert [offers(memory_index, p) for p in index_tricks] == [True] * 5 + [False]
     assert [offers(sqlite_index, p) for p in index_tricks] == [True] + [False] * 4 + [True]
     assert offers(resolve_scorer("contextual"), RanksIndex)
-    for name in ("teaching", "bm25", "hybrid"):
+    for name in ("teaching", "bm25", "bm25_recency"):
         assert not offers(resolve_scorer(name), RanksIndex)
     assert [offers(jsonl, p) for p in (KeepsTermIndex, AppendsInBatches)] == [False, True]
     assert [offers(sqlite, p) for p in (KeepsTermIndex, AppendsInBatches)] == [True, True]

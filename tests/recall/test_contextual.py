@@ -349,7 +349,8 @@ def _stored_bytes(directory, backend):
 # -- the scorer as a name, its settings, its limits --------------------------------------
 
 def test_the_contextual_scorer_is_one_of_the_scorer_names(tmp_path):
-    assert SCORER_NAMES == ("teaching", "bm25", "hybrid", "contextual")
+    assert SCORER_NAMES == ("teaching", "bm25", "bm25_recency", "contextual", "dense",
+                            "fused")
     assert isinstance(resolve_scorer("contextual"), ContextualScorer)
     store = make_store(tmp_path)
     add(store, "a", "memory")

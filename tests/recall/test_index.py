@@ -26,9 +26,9 @@ from labmem.recall.pipeline import (
 )
 from labmem.recall.pruning import shortlist
 from labmem.recall.scorers import (
+    Bm25RecencyScorer,
     Bm25Scorer,
     CorpusStats,
-    HybridScorer,
     TeachingScorer,
     bm25_idf,
     bm25_term_weight,
@@ -40,7 +40,7 @@ from labmem.recall.store import MemoryKind, RemoteMemoryStore
 UTC = timezone.utc
 NOW = datetime(2026, 8, 1, 12, tzinfo=UTC)
 VOCABULARY = ["wal", "sqlite", "memory", "layered", "budget", "recall", "记忆", "分层"]
-SCORER_NAMES = ["teaching", "bm25", "hybrid"]
+SCORER_NAMES = ["teaching", "bm25", "bm25_recency"]
 
 records_strategy = st.lists(
     st.tuples(
@@ -267,7 +267,7 @@ def test_bm25_term_weight_is_public():
     assert recall.bm25_term_weight is bm25_term_weight and "bm25_term_weight" in recall.__all__
 
 
-@pytest.mark.parametrize("scorer", [Bm25Scorer(), Bm25Scorer(k1=0.9, b=0.4), HybridScorer()])
+@pytest.mark.parametrize("scorer", [Bm25Scorer(), Bm25Scorer(k1=0.9, b=0.4), Bm25RecencyScorer()])
 def test_explain_shows_bm25_term_weights(tmp_path, scorer):
     store = make_store(tmp_path)
     fill(store, [(["wal", "wal", "sqlite", "budget"], 0, False), (["sqlite", "budget"], 0, False),
@@ -280,7 +280,7 @@ def test_explain_shows_bm25_term_weights(tmp_path, scorer):
                for t in c.matched_terms}
     if isinstance(scorer, Bm25Scorer):
         assert dict(b.term_contributions) == {t: round(w, 6) for t, w in weights.items()}
-    else:  # the hybrid shows each weight as a share of the query's best possible BM25
+    else:  # bm25_recency shows each weight as a share of the query's best possible BM25
         ceiling = scorer.best_possible(q.terms, stats)
         assert dict(b.term_contributions) == {
             t: round((1 - scorer.recency_weight) * round(w, 6) / ceiling, 6)
@@ -326,10 +326,10 @@ def test_teaching_and_bm25_disagree_for_a_reason(tmp_path):
     assert hits["bm25"] == ["m-009"]  # 'wal' is in 1 record, 'memory' in 9
 
 
-def test_hybrid_lexical_share_is_bounded_and_recency_counts(tmp_path):
+def test_bm25_recency_lexical_share_is_bounded_and_recency_counts(tmp_path):
     store = make_store(tmp_path)
     fill(store, [(["wal"] * 12, 0, False), (["wal"], 120, False)])
-    result = RecallEngine(store, scorer="hybrid").recall("wal", as_of=NOW)
+    result = RecallEngine(store, scorer="bm25_recency").recall("wal", as_of=NOW)
     for hit in result.hits:
         b = hit.score_breakdown
         assert 0 <= b.contributions["bm25_share"] <= b.weights["bm25_share"] == 0.9
@@ -353,8 +353,8 @@ def test_bm25_needs_statistics_by_hand(tmp_path):
     (lambda: resolve_scorer("tfidf"), "scorer"),
     (lambda: Bm25Scorer(k1=-1), "k1"),
     (lambda: Bm25Scorer(b=1.5), "b"),
-    (lambda: HybridScorer(recency_weight=2), "recency_weight"),
-    (lambda: HybridScorer(b=-0.1), "b"),
+    (lambda: Bm25RecencyScorer(recency_weight=2), "recency_weight"),
+    (lambda: Bm25RecencyScorer(b=-0.1), "b"),
 ])
 def test_scorer_arguments_are_checked(bad, field):
     with pytest.raises(InvalidInputError) as err:
@@ -366,7 +366,7 @@ def test_scorer_choice_is_one_argument(tmp_path):
     store = make_store(tmp_path)
     assert isinstance(RecallEngine(store).scorer, TeachingScorer)
     assert isinstance(RecallEngine(store, scorer="bm25").scorer, Bm25Scorer)
-    custom = HybridScorer(k1=0.9, b=0.4, recency_weight=0.3)
+    custom = Bm25RecencyScorer(k1=0.9, b=0.4, recency_weight=0.3)
     assert RecallEngine(store, scorer=custom).scorer is custom
 
 

@@ -123,7 +123,7 @@ def test_the_teaching_scorer_skips_only_what_coverage_cannot_overtake(tmp_path):
 
 def test_estimates_of_looked_up_candidates_are_the_exhaustive_ones_bit_for_bit(tmp_path):
     store = skewed_store(tmp_path)
-    for name in ("teaching", "bm25", "hybrid"):
+    for name in ("teaching", "bm25", "bm25_recency"):
         engine = RecallEngine(store, scorer=name)
         engine.index.refresh()
         terms = ("common", "filler", "rare")
@@ -144,7 +144,7 @@ def test_estimates_of_looked_up_candidates_are_the_exhaustive_ones_bit_for_bit(t
         assert by_bits.tolist() == estimates[::7].tolist()
 
 
-@pytest.mark.parametrize("name", ["teaching", "bm25", "hybrid"])
+@pytest.mark.parametrize("name", ["teaching", "bm25", "bm25_recency"])
 def test_a_scorer_that_weighs_postings_alike_gives_each_the_weight_one(name):
     """``weighs_postings = False`` lets pruning read bits instead of postings and take the
     matched counts as the lexical sums: true only if every posting weighs exactly 1.0."""

@@ -25,7 +25,7 @@ from tests.recall.sidecar_workers import (
     write_records,
 )
 
-SCORERS = ["teaching", "bm25", "hybrid", "contextual"]
+SCORERS = ["teaching", "bm25", "bm25_recency", "contextual"]
 QUERIES = ["dog shelter may", "记忆 sidecar", "Ana crash thread", "adopted 1 july 2026",
            "absent words only"]
 def answers(path, *, sidecar=True):

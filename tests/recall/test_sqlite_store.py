@@ -538,7 +538,7 @@ def test_a_writer_waits_for_the_lock_instead_of_failing(make_store, path):
 # -- the recall engine on this backend -------------------------------------------------
 
 
-@pytest.mark.parametrize("scorer", ["teaching", "bm25", "hybrid"])
+@pytest.mark.parametrize("scorer", ["teaching", "bm25", "bm25_recency"])
 def test_recall_over_sqlite_equals_recall_over_jsonl(tmp_path, scorer):
     """The same records in both backends: the same hits, scores and counts."""
     from labmem.recall.pipeline import RecallEngine

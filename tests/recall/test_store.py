@@ -1,11 +1,13 @@
-"""s12 remote store contract, run against both backends (JSONL file and SQLite).
+"""s12 remote store contract, run against every backend (JSONL file, SQLite, PostgreSQL).
 
-Tests that take the ``make_store`` fixture run once per backend ("jsonl", "sqlite").
-Tests that take ``path`` and call :func:`jsonl_store` are about the JSONL file itself
-(its lines, torn tails, bytes read, the file lock). SQLite-only behaviour is tested in
-``test_remote_sqlite.py``.
+Tests that take the ``make_store`` fixture run once per backend ("jsonl", "postgres",
+"sqlite"; the PostgreSQL runs use a real server started by the tests, and are skipped
+without its binaries). Tests that take ``path`` and call :func:`jsonl_store` are about the
+JSONL file itself (its lines, torn tails, bytes read, the file lock). SQLite-only
+behaviour is tested in ``test_sqlite_store.py``, PostgreSQL-only in ``tests/postgres``.
 """
 
+import itertools
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -27,6 +29,7 @@ from labmem.recall.store import (
     RemoteMemoryStore,
     RemoteMemoryValidationError,
 )
+from tests.postgres.cluster import SHARED_DATABASE, pg_admin_url, pg_server, pg_url  # noqa: F401
 from tests.procs import run_processes
 from tests.recall import workers
 
@@ -35,6 +38,27 @@ SOURCE = MemorySource("transcript-42", "conversation_transcript", "Persistence d
 START = "2026-08-02T00:00:00Z"
 BACKENDS = {"jsonl": (RemoteMemoryStore, "records.jsonl"),
             "sqlite": (SqliteMemoryStore, "records.sqlite3")}
+#: Every backend the contract runs on: the two file backends and the database server.
+ALL_BACKENDS = (*sorted(BACKENDS), "postgres")
+_fresh_users = itertools.count(1)
+
+
+def open_store(request, backend, folder, user="alice", clock=None):
+    """A store of ``backend``: on its file in ``folder`` (the file backends; a path to a
+    file is taken as it is), or on the shared test database (PostgreSQL)."""
+    clock = clock or SteppingClock(START)
+    if backend == "postgres":
+        from labmem.recall.postgres import PostgresMemoryStore
+
+        return PostgresMemoryStore(request.getfixturevalue("pg_url"), user_id=user,
+                                   clock=clock)
+    cls, name = BACKENDS[backend]
+    return cls(folder if folder.suffix else folder / name, user_id=user, clock=clock)
+
+
+def name_of(store):
+    """What a store's messages call it: its file's name, or its database's."""
+    return store.path.name if hasattr(store, "path") else store.name
 
 
 def jsonl_store(path, user="alice", clock=None):
@@ -57,31 +81,32 @@ def path(tmp_path):
     return tmp_path / "records.jsonl"
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(params=ALL_BACKENDS)
 def backend(request):
     return request.param
 
 
 @pytest.fixture
 def store_path(tmp_path, backend):
-    return tmp_path / BACKENDS[backend][1]
+    """The store's file; for PostgreSQL a path named after the database, never created
+    (so "nothing was written to disk here" holds for every backend)."""
+    return tmp_path / (SHARED_DATABASE if backend == "postgres" else BACKENDS[backend][1])
 
 
 @pytest.fixture
-def make_store(backend, store_path):
+def make_store(request, backend, store_path):
     """``make_store(user="alice", clock=None)``: a new store instance of this test's
-    backend on this test's file (a fresh instance reads everything back from disk)."""
+    backend on this test's file or database (a fresh instance reads everything back)."""
     made = []
 
     def factory(user="alice", clock=None):
-        store = BACKENDS[backend][0](store_path, user_id=user,
-                                     clock=clock or SteppingClock(START))
+        store = open_store(request, backend, store_path, user, clock)
         made.append(store)
         return store
 
     yield factory
     for store in made:
-        if isinstance(store, SqliteMemoryStore):
+        if hasattr(store, "close"):
             store.close()
 
 
@@ -186,6 +211,7 @@ def test_invalid_input_is_refused_before_writing(make_store, store_path, kwargs,
         store.append(**args)
     assert err.value.field == field
     assert not store_path.exists()
+    assert make_store().read_all() == ()
 
 
 def test_limits_are_inclusive(make_store):
@@ -193,9 +219,9 @@ def test_limits_are_inclusive(make_store):
     assert len(make_store()) == 1
 
 
-def test_blank_user_id_is_refused(backend, store_path):
+def test_blank_user_id_is_refused(request, backend, store_path):
     with pytest.raises(RemoteMemoryValidationError, match="user_id"):
-        BACKENDS[backend][0](store_path, user_id=" ")
+        open_store(request, backend, store_path, user=" ")
 
 
 def test_repr_names_the_file_not_its_directory(store, store_path):
@@ -352,7 +378,7 @@ def test_append_many_accepts_any_iterable_of_mappings(make_store):
 def test_append_many_of_nothing_writes_nothing(make_store, store_path):
     store = make_store()
     assert store.append_many([]) == ()
-    assert not store_path.exists()
+    assert not store_path.exists() and len(make_store()) == 0
     assert add(store, "m-1").stored_at == datetime.fromisoformat("2026-08-02T00:00:00+00:00")
 
 
@@ -412,8 +438,11 @@ def test_append_many_retry_of_a_derived_batch_is_a_duplicate(make_store):
     assert make_store().read_all() == stored
 
 
-def test_both_backends_store_the_same_records_and_refuse_the_same_way(tmp_path):
-    """One script against each backend: equal records, equal errors (bar the file name)."""
+@pytest.mark.parametrize("other", ["sqlite", "postgres"])
+def test_both_backends_store_the_same_records_and_refuse_the_same_way(request, tmp_path,
+                                                                      other):
+    """One script against JSONL and another backend: equal records, equal errors (bar the
+    file or database name)."""
     def script(store):
         outcomes = [add(store, "m-1"), store.append_many([draft("m-2"), draft(content="x")])]
         for attempt in (lambda: add(store, "m-1"),
@@ -422,11 +451,10 @@ def test_both_backends_store_the_same_records_and_refuse_the_same_way(tmp_path):
             with pytest.raises(RemoteMemoryError) as err:
                 attempt()
             outcomes.append((type(err.value).__name__,
-                             str(err.value).replace(store.path.name, "FILE")))
+                             str(err.value).replace(name_of(store), "FILE")))
         return outcomes, store.read_all(), store.latest_profile(), len(store)
 
-    results = [script(cls(tmp_path / name, user_id="alice", clock=SteppingClock(START)))
-               for cls, name in BACKENDS.values()]
+    results = [script(open_store(request, backend, tmp_path)) for backend in ("jsonl", other)]
     assert results[0] == results[1]
 
 
@@ -438,12 +466,17 @@ operations = st.lists(st.one_of(draft_strategy, st.lists(draft_strategy, max_siz
                       max_size=8)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(operations)
-def test_any_sequence_of_appends_gives_both_backends_the_same_state(ops):
-    """A draft is one append, a list is one append_many; outcomes and states must match."""
-    def play(cls, path):
-        store = cls(path, user_id="alice", clock=SteppingClock(START))
+@pytest.mark.parametrize("other", ["sqlite", "postgres"])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=operations)
+def test_any_sequence_of_appends_gives_both_backends_the_same_state(request, other, ops):
+    """A draft is one append, a list is one append_many; outcomes and states must match
+    the JSONL store's. Each example is a new user (PostgreSQL keeps one database)."""
+    user = f"user-{next(_fresh_users)}"
+
+    def play(backend, folder):
+        store = open_store(request, backend, folder, user)
         outcomes = []
         for op in ops:
             try:
@@ -451,10 +484,9 @@ def test_any_sequence_of_appends_gives_both_backends_the_same_state(ops):
                                 else store.append(**op))
             except RemoteMemoryError as exc:
                 outcomes.append((type(exc).__name__,
-                                 str(exc).replace(store.path.name, "FILE")))
-        fresh = cls(path, user_id="alice")
+                                 str(exc).replace(name_of(store), "FILE")))
+        fresh = open_store(request, backend, folder, user)
         return outcomes, fresh.read_all(), fresh.latest_profile(), len(fresh)
 
     with tempfile.TemporaryDirectory() as folder:
-        jsonl, sqlite = (play(cls, Path(folder) / name) for cls, name in BACKENDS.values())
-        assert jsonl == sqlite
+        assert play(other, Path(folder)) == play("jsonl", Path(folder))

@@ -75,10 +75,15 @@ class LocalPostgres:
     socket lives in a directory only this machine's processes can reach.
     """
 
-    def __init__(self, *, port: int = 5432, bin_dir: Path | None = None) -> None:
+    def __init__(self, *, port: int = 5432, bin_dir: Path | None = None,
+                 fsync: bool = True) -> None:
         if not (isinstance(port, int) and 1 <= port <= 65535):
             raise PostgresUnavailableError(f"port: {port!r} is not a port number; use 1–65535")
         self.port = port
+        # False: writes are not forced to the disk. Only an operating-system crash could
+        # lose data (a server crash or restart loses nothing committed): what a test run
+        # wants; a benchmark keeps the default.
+        self.fsync = fsync
         self.bin_dir = bin_dir if bin_dir is not None else find_server_binaries()
         self.directory: Path | None = None
         self._running = False
@@ -129,7 +134,8 @@ class LocalPostgres:
             self.socket_dir.mkdir()
             self._give_to_server(self.directory, self.socket_dir)
             self._run("initdb", "-D", str(self.data_dir), "-U", "postgres",
-                      "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-instructions")
+                      "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-instructions",
+                      "--no-sync")  # a throwaway cluster: its files need no flush now
         self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_path), "-w",
                   "-t", "60", "-o", self._server_options(), "start")
         self._running = True
@@ -168,8 +174,11 @@ class LocalPostgres:
     # -- helpers --------------------------------------------------------------------
 
     def _server_options(self) -> str:
+        # shared_buffers: PostgreSQL's own default (128MB). Less makes a 100k-record store
+        # (about 100 MB of rows) re-read its pages from the OS on every recall.
         return (f"-c listen_addresses='' -c unix_socket_directories='{self.socket_dir}' "
-                f"-c port={self.port} -c max_connections=200 -c shared_buffers=32MB")
+                f"-c port={self.port} -c max_connections=200 -c shared_buffers=128MB"
+                f"{'' if self.fsync else ' -c fsync=off'}")
 
     @staticmethod
     def _as_server_account() -> dict:
