@@ -221,10 +221,10 @@ def _mcp(args: argparse.Namespace) -> int:
 
     from labmem.agents import MemoryToolbox, require_mcp, run_mcp_server
     from labmem.core.clock import SteppingClock
-    from labmem.recall import ENV_DATABASE_URL
+    from labmem.recall import ENV_DATABASE_URL, given_database_url
 
     require_mcp()  # before the home is touched
-    if args.home is None and args.database_url is None and not os.environ.get(ENV_DATABASE_URL):
+    if args.home is None and given_database_url(args.database_url)[0] is None:
         raise InvalidInputError("--home", "is required without a database URL",
                                 f"pass --home DIR, {DATABASE_FLAG} URL (or set "
                                 f"${ENV_DATABASE_URL}), or both")
@@ -253,11 +253,9 @@ def register_mcp(sub: argparse._SubParsersAction) -> None:
 
 
 def _db(args: argparse.Namespace) -> int:
-    from labmem.recall import ENV_DATABASE_URL, manage_database
+    from labmem.recall import ENV_DATABASE_URL, given_database_url, manage_database
 
-    url, field = args.database_url, DATABASE_FLAG
-    if url is None and os.environ.get(ENV_DATABASE_URL):
-        url, field = os.environ[ENV_DATABASE_URL], f"${ENV_DATABASE_URL}"
+    url, field = given_database_url(args.database_url, DATABASE_FLAG)
     if url is None:
         raise InvalidInputError(DATABASE_FLAG, "is required",
                                 f"pass the database's URL (or set ${ENV_DATABASE_URL})")

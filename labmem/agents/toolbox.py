@@ -25,7 +25,13 @@ from labmem.core.clock import Clock
 from labmem.core.errors import InvalidInputError
 from labmem.core.provenance import OPAQUE_ID_PATTERN, scope_digest
 from labmem.mmu import MEMORY_TYPES, SOURCE_KINDS, FileMemoryService
-from labmem.recall import ENV_DATABASE_URL, MAX_QUERY_TERMS, MEMORY_ID_PATTERN, default_runtime
+from labmem.recall import (
+    ENV_DATABASE_URL,
+    MAX_QUERY_TERMS,
+    MEMORY_ID_PATTERN,
+    default_runtime,
+    given_database_url,
+)
 from labmem.user import KEY_PATTERN, MAX_VALUE_CHARS, UserMemory
 from labmem.workspace import KINDS, WorkspaceMemory
 
@@ -210,7 +216,7 @@ class MemoryToolbox:
                  workspace_id: str, clock: Clock | None = None,
                  database_url: str | None = None,
                  database_url_field: str = "database_url") -> None:
-        if home is None and not (database_url or os.environ.get(ENV_DATABASE_URL)):
+        if home is None and given_database_url(database_url)[0] is None:
             raise InvalidInputError("home", "is required when no database URL is given",
                                     "pass a home directory, or a database URL "
                                     f"(database_url or ${ENV_DATABASE_URL})")

@@ -146,6 +146,7 @@ from labmem.recall.tool import (
     add_teaching_records,
     check_database_url,
     default_runtime,
+    given_database_url,
     manage_database,
     masked_url,
     open_database_store,
@@ -192,8 +193,8 @@ __all__ = [
     "default_runtime",
     "recall_history", "add_teaching_records",
     # the store on a database server (--database-url, $LABMEM_DATABASE_URL, labmem db)
-    "ENV_DATABASE_URL", "check_database_url", "masked_url", "open_database_store",
-    "SchemaChange", "manage_database",
+    "ENV_DATABASE_URL", "given_database_url", "check_database_url", "masked_url",
+    "open_database_store", "SchemaChange", "manage_database",
     # the PostgreSQL store itself (the postgres extra: imported on first use, see below)
     "PostgresMemoryStore", "LocalPostgres", "init_database", "upgrade_database",
     "schema_version",

@@ -17,13 +17,11 @@ its password masked (:func:`masked_url`).
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from labmem.core.clock import Clock, FixedClock
 from labmem.core.errors import InvalidInputError, validated_as
@@ -37,13 +35,13 @@ from labmem.recall.pipeline import (
     render_recalled_context,
     render_remote_profile,
 )
+from labmem.recall.postgres.urls import check_database_url, database_name, masked_url, scrubbed
 from labmem.recall.store import (
     MemoryKind,
     RecallStore,
     RemoteMemoryDuplicateError,
     RemoteMemoryError,
     RemoteMemoryStore,
-    RemoteMemoryValidationError,
 )
 
 ENV_HOME = "LABMEM_HOME"
@@ -148,6 +146,15 @@ def default_home() -> Path:
     return Path(os.environ.get(ENV_HOME) or Path.home() / ".labmem")
 
 
+def given_database_url(url: str | None, field: str = "database_url"
+                       ) -> tuple[str | None, str]:
+    """The database URL to use and the name to give it in errors: ``url`` if given, else a
+    non-empty ``$LABMEM_DATABASE_URL``, else ``None`` (the store lives in the home)."""
+    if url is None and os.environ.get(ENV_DATABASE_URL):
+        return os.environ[ENV_DATABASE_URL], f"${ENV_DATABASE_URL}"
+    return url, field
+
+
 def default_runtime(*, home: str | Path | None = None, user_id: str | None = None,
                     clock: Clock | None = None, with_examples: bool = False,
                     database_url: str | None = None,
@@ -165,8 +172,7 @@ def default_runtime(*, home: str | Path | None = None, user_id: str | None = Non
     server instead, connecting at once (:func:`open_database_store`); errors name
     ``database_url_field`` (the CLI passes its flag) or the variable.
     """
-    if database_url is None and os.environ.get(ENV_DATABASE_URL):
-        database_url, database_url_field = os.environ[ENV_DATABASE_URL], f"${ENV_DATABASE_URL}"
+    database_url, database_url_field = given_database_url(database_url, database_url_field)
     where = "home" if home is not None else f"${ENV_HOME}"
     home = Path(home) if home is not None else default_home()
     user_id = user_id or os.environ.get(ENV_USER) or DEFAULT_USER
@@ -205,61 +211,6 @@ def recall_history(query: str, limit: int = 5, *, runtime: RemoteRuntime | None 
 
 # -- a store on a PostgreSQL server: ``--database-url`` / ``$LABMEM_DATABASE_URL`` -----
 
-URL_FORM = ("write it as postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE "
-            "(postgresql://USER@/DATABASE?host=/socket/dir for a Unix socket)")
-
-
-def _url_secrets(url: str) -> list[str]:
-    """The password a URL spells (``user:PASSWORD@`` or ``password=``), as written and
-    decoded: what :func:`masked_url` and :func:`_scrubbed` hide."""
-    from urllib.parse import unquote
-
-    found = re.findall(r"(?i)[?&]password=([^&#]*)", url)
-    _, sep, rest = url.partition("://")
-    if sep and "@" in rest:  # the last @ ends the user info: a password may hold one
-        _, colon, password = rest.rpartition("@")[0].partition(":")
-        if colon:
-            found.append(password)
-    return sorted({s for p in found if p for s in (p, unquote(p))}, key=len, reverse=True)
-
-
-def _scrubbed(text: str, url: str) -> str:
-    for secret in _url_secrets(url):
-        text = text.replace(secret, "***")
-    return text
-
-
-def masked_url(url: str) -> str:
-    """``url`` with its password, if it has one, shown as ``***`` (safe to print)."""
-    return _scrubbed(url, url)
-
-
-def check_database_url(url: Any, field: str = "database_url") -> str:
-    """``url`` if it is a PostgreSQL URL libpq can parse; else a refusal naming ``field``
-    (the flag or variable the caller wrote) that never prints the password."""
-    shown = masked_url(url) if isinstance(url, str) else url
-    if not isinstance(url, str) or not url.strip():
-        raise RemoteMemoryValidationError(field, f"must be a PostgreSQL URL, got {shown!r}",
-                                          URL_FORM)
-    try:
-        from psycopg import Error as PsycopgError
-        from psycopg.conninfo import conninfo_to_dict
-    except ImportError:
-        raise RemoteMemoryValidationError(
-            field, "a database URL needs psycopg, which is not installed",
-            "install the postgres extra with pip install -e '.[postgres]'") from None
-    if not url.lower().startswith(("postgresql://", "postgres://")):
-        raise RemoteMemoryValidationError(field, f"{shown!r} is not a PostgreSQL URL",
-                                          URL_FORM)
-    try:
-        conninfo_to_dict(url)
-    except PsycopgError as exc:
-        reason = _scrubbed(" ".join(str(exc).split()), url)
-        raise RemoteMemoryValidationError(
-            field, f"{shown!r} is not a PostgreSQL URL ({reason})", URL_FORM) from None
-    return url
-
-
 @contextmanager
 def _naming(field: str, url: str) -> Iterator[None]:
     """A failure to reach or use the database, re-raised naming ``field`` and the URL
@@ -269,7 +220,7 @@ def _naming(field: str, url: str) -> Iterator[None]:
     except RemoteMemoryError as exc:
         if isinstance(exc, InvalidInputError):
             raise
-        raise type(exc)(f"{field} {masked_url(url)!r}: {_scrubbed(str(exc), url)}") from None
+        raise type(exc)(f"{field} {masked_url(url)!r}: {scrubbed(str(exc), url)}") from None
 
 
 def open_database_store(url: str, *, user_id: str, clock: Clock | None = None,
@@ -309,7 +260,6 @@ def manage_database(action: str, url: str, *, field: str = "database_url") -> Sc
         schema_version,
         upgrade_database,
     )
-    from labmem.recall.postgres.connection import database_name
 
     with _naming(field, url):
         before = after = schema_version(url)

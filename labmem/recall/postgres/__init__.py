@@ -2,6 +2,8 @@
 
 * :mod:`~labmem.recall.postgres.schema` — the versioned schema, row-level security and
   the admin functions ``labmem db init`` / ``upgrade`` call;
+* :mod:`~labmem.recall.postgres.urls` — a database URL checked, named, and printed
+  without its password;
 * :mod:`~labmem.recall.postgres.connection` — a store's connection: its scope setting,
   reconnecting once, psycopg's errors turned into labmem's;
 * :mod:`~labmem.recall.postgres.store` — :class:`PostgresMemoryStore`, the store contract;

@@ -26,12 +26,11 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
+from labmem.recall.postgres.urls import database_name
 from labmem.recall.store import (
     RemoteMemoryError,
     RemoteMemoryScopeError,
-    RemoteMemoryValidationError,
 )
 
 __all__ = ["RemoteMemoryConnectionError", "StoreConnection", "admin_connection",
@@ -43,18 +42,6 @@ CONNECT_TIMEOUT_SECONDS = 10
 
 class RemoteMemoryConnectionError(RemoteMemoryError):
     """The database server cannot be reached (or was lost mid-request)."""
-
-
-def database_name(url: str) -> str:
-    """The database a URL names (what messages and ``repr`` show: never a host or a
-    password)."""
-    try:
-        params = conninfo_to_dict(url)
-    except psycopg.Error:  # its message quotes the URL, password and all: not shown
-        raise RemoteMemoryValidationError(
-            "url", "is not a PostgreSQL URL",
-            "write it as postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE") from None
-    return str(params.get("dbname") or params.get("user") or "postgres")
 
 
 def _connect(url: str) -> psycopg.Connection:
