@@ -8,6 +8,9 @@
 #   make notebooks  write labmem/scratch from the chapters, re-execute every chapter and solution
 #                   notebook in place, then the slide notes and the start page's measured times
 #   make scratch    write labmem/scratch/*.py again from the chapters' '# scratch: <module>' cells
+#   make zh         the Chinese edition: re-extract every message into locale/zh_CN (changed
+#                   English turns fuzzy), compile the runtime catalogue and its font, then
+#                   rebuild and run notebooks/zh and solutions/zh where a source changed
 #   make html       build the course website (build/index.html) from the committed notebooks
 #   make slides     export every chapter to an offline reveal.js deck under build/slides/
 #   make slide-metadata  (re)write every chapter's slide metadata with tools/slides.py
@@ -27,7 +30,7 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 # reveal.js for the offline decks, from the npm package pinned in tools/reveal/package-lock.json
 REVEAL := tools/reveal/node_modules/reveal.js/dist/reveal.js
 
-.PHONY: install install-lab lab test scratch notebooks html slides slide-metadata bench lock lint clean
+.PHONY: install install-lab lab test scratch notebooks zh html slides slide-metadata bench lock lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +89,11 @@ notebooks: install
 	done
 	$(BIN)/python tools/slides.py $(NOTEBOOKS)
 	$(BIN)/python tools/reading_time.py --write
+
+# after `make notebooks` (or any edit of an English chapter): catalogues, then the Chinese pages
+zh: install
+	$(BIN)/python tools/i18n.py update
+	$(BIN)/python tools/i18n.py build
 
 html: $(DOCS_STAMP)
 	$(BIN)/python tools/build_site.py --out build

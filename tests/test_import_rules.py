@@ -40,9 +40,9 @@ ALLOWED_CROSS_LAYER = frozenset({("labmem.context.sources", "transcript"),
 
 TREE = {"__init__.py", "core", "transcript", "workspace", "user", "recall", "artifacts",
         "context", "mmu", "story", "walkthrough", "resilience.py", "cli.py", "chat.py",
-        "notebook.py", "exercises", "agents", "scratch"}
+        "notebook.py", "exercises", "agents", "scratch", "locale"}
 CORE_MODULES = {"__init__", "clock", "errors", "provenance", "storage", "locking", "arrayfile",
-                "text", "validation", "metrics", "render"}
+                "text", "validation", "metrics", "render", "i18n"}
 OLD_MODULES = ["clock", "errors", "provenance", "storage", "text", "validation", "metrics",
                "remote", "remote_sqlite", "recall_index", "recall_scorers", "recall_eval",
                "recall_tool", "leases", "cleanup", "compaction", "sources"]

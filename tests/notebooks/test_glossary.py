@@ -75,6 +75,7 @@ def glossary_names(text: str) -> set[str]:
     """Every slug a bold term may match: headings, their parts, and the entries' anchors."""
     names = set(re.findall(r'<a id="([\w\-@]+)"></a>', text))
     for heading in re.findall(r"^### (.+)$", text, re.M):
+        heading = heading.split(" · ")[0]  # "### recall · 召回": the English term, then the Chinese
         names.add(slug(heading))
         for part in re.split(r"\s*/\s*|\s*\(|\)", heading):
             if part.strip():
