@@ -11,8 +11,10 @@
 #   make zh         the Chinese edition: re-extract every message into locale/zh_CN (changed
 #                   English turns fuzzy), compile the runtime catalogue and its font, then
 #                   rebuild and run notebooks/zh and solutions/zh where a source changed
-#   make html       build the course website (build/index.html) from the committed notebooks
+#   make html       build the course website (build/index.html) from the committed notebooks,
+#                   and its Chinese edition (build/zh/index.html), each page linking to the other
 #   make slides     export every chapter to an offline reveal.js deck under build/slides/
+#                   (the Chinese chapters' decks under build/slides/zh/)
 #   make slide-metadata  (re)write every chapter's slide metadata with tools/slides.py
 #   make bench      run the benchmarks in bench/ (not part of the tests)
 #   make lock       re-pin constraints.txt after changing pyproject.toml (every extra)
@@ -24,6 +26,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check --no-input
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 SOLUTIONS := $(sort $(wildcard solutions/*.ipynb))
+ZH_NOTEBOOKS := $(sort $(wildcard notebooks/zh/*.ipynb))
 # JupyterLab refuses to start as root without --allow-root (containers run as root).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
@@ -99,7 +102,7 @@ html: $(DOCS_STAMP)
 	$(BIN)/python tools/build_site.py --out build
 
 slides: install-lab $(REVEAL)
-	$(BIN)/python tools/build_decks.py --out build/slides $(NOTEBOOKS)
+	$(BIN)/python tools/build_decks.py --out build/slides $(NOTEBOOKS) $(ZH_NOTEBOOKS)
 
 slide-metadata: install-lab
 	$(BIN)/python tools/slides.py $(NOTEBOOKS)

@@ -1,12 +1,14 @@
 """Export every chapter to an offline reveal.js slide deck (`make slides`).
 
-Usage: python tools/build_decks.py [--out build/slides] notebooks/*.ipynb
+Usage: python tools/build_decks.py [--out build/slides] notebooks/*.ipynb notebooks/zh/*.ipynb
 
 Each deck is nbconvert's slides export of the committed, executed notebook (no
 re-execution), with the slide metadata that tools/slides.py writes. reveal.js comes from
 the npm package pinned in tools/reveal/package-lock.json (`npm ci --prefix tools/reveal`)
 and is copied beside the decks, so a deck opens from a file or a local server with no
-network. Instructor notes show in reveal.js's speaker view (press S).
+network. Instructor notes show in reveal.js's speaker view (press S). A Chinese chapter
+(``notebooks/zh/``, built by tools/i18n.py) becomes ``<out>/zh/<name>.slides.html``, its deck
+in Chinese (``<html lang="zh">``) reading the same reveal.js one folder up.
 """
 
 from __future__ import annotations
@@ -38,18 +40,28 @@ def copy_reveal(out: Path) -> None:
             shutil.copyfile(source, target)
 
 
+def edition(notebook: Path) -> str:
+    """``zh`` for a Chinese chapter (its folder is ``zh``), else ``en``."""
+    return "zh" if notebook.parent.name == "zh" else "en"
+
+
 def export(notebook: Path, out: Path) -> Path:
-    """Write ``out/<name>.slides.html`` for ``notebook``; returns its path."""
+    """Write ``<out>/<name>.slides.html`` (``<out>/zh/…`` for a Chinese chapter); returns its
+    path."""
     import nbformat
     from nbconvert import SlidesExporter
 
+    chinese = edition(notebook) == "zh"
+    folder = out / "zh" if chinese else out
     exporter = SlidesExporter(template_file="offline_slides.html.j2",
                               extra_template_paths=[str(TEMPLATE_DIR)],
-                              reveal_url_prefix=REVEAL_DIR, reveal_theme="white",
-                              reveal_transition="none")
+                              reveal_url_prefix=("../" if chinese else "") + REVEAL_DIR,
+                              reveal_theme="white", reveal_transition="none",
+                              language_code="zh" if chinese else "en")
     body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4),
                                           resources={"metadata": {"name": notebook.stem}})
-    target = out / f"{notebook.stem}.slides.html"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{notebook.stem}.slides.html"
     target.write_text(body, encoding="utf-8")
     return target
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import posixpath
 import re
 import shutil
@@ -29,16 +30,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = Path(__file__).resolve().parent / "site"
 LINK = re.compile(r"(\]\()([^)\s]+)(\))")
-RAW_ANCHOR = re.compile(r'^<a id="([\w-]+)"></a>$', re.MULTILINE)
+RAW_ANCHORS = re.compile(r'^(?:<a id="[\w-]+"></a>)+$', re.MULTILINE)
 GENERATED = "<!-- staged by tools/build_site.py -->"
 
-SOLUTIONS_INDEX = """# Solutions (for instructors)
+SOLUTIONS_INDEX = {"en": """# Solutions (for instructors)
 
 Worked answers to every exercise, one page per chapter, each answer explained in a sentence
 or two. Learners get more from a chapter by trying its exercises first: every checker answers
 with a hint, never the answer.
 
-"""
+""", "zh": """# 参考答案（讲师用）
+
+每章每道练习的参考答案，一章一页，每个答案附一两句解释。学习者先在章节里自己做练习，收获更大：
+检查器只给提示，从不直接给出答案。
+
+"""}
+#: the site's two editions: the folders their pages come from, the table of contents'
+#: captions, and where the edition is built (the Chinese one in ``zh/`` below the English)
+EDITIONS = {
+    "en": {"folders": ("notebooks", "solutions"), "subdir": "",
+           "captions": ("Chapters", "Reference", "Solutions")},
+    "zh": {"folders": ("notebooks/zh", "solutions/zh"), "subdir": "zh",
+           "captions": ("章节", "参考", "参考答案")},
+}
 
 
 def _reading_order() -> tuple[str, ...]:
@@ -48,15 +62,18 @@ def _reading_order() -> tuple[str, ...]:
     return START_PAGE, GLOSSARY, reading_order()
 
 
-def staged_names(root: Path = ROOT) -> dict[str, str]:
-    """Repository path of every page (``notebooks/s09_transcript.ipynb``) → its staged path."""
+def staged_names(root: Path = ROOT, edition: str = "en") -> dict[str, str]:
+    """Repository path of every page (``notebooks/s09_transcript.ipynb``) → its staged path.
+    Both editions stage their pages under the same names, so a page's twin in the other
+    edition is the same path in the other site."""
     start, glossary, order = _reading_order()
-    names = {f"notebooks/{start}": "index.ipynb", f"notebooks/{glossary}": glossary}
+    chapters, solutions = EDITIONS[edition]["folders"]
+    names = {f"{chapters}/{start}": "index.ipynb", f"{chapters}/{glossary}": glossary}
     for notebook in order[1:]:
-        names[f"notebooks/{notebook}"] = notebook
-        if (root / "solutions" / notebook).exists():
-            names[f"solutions/{notebook}"] = f"solutions/{notebook}"
-    names["solutions"] = "solutions/index.md"
+        names[f"{chapters}/{notebook}"] = notebook
+        if (root / solutions / notebook).exists():
+            names[f"{solutions}/{notebook}"] = f"solutions/{notebook}"
+    names[solutions] = "solutions/index.md"
     return names
 
 
@@ -83,21 +100,27 @@ def relink(text: str, source: str, names: dict[str, str]) -> str:
     return LINK.sub(one, text)
 
 
+def _targets(match: re.Match) -> str:
+    """A line of ``<a id>`` anchors as MyST targets, one per line."""
+    return "\n".join(f"({a})=" for a in re.findall(r'id="([\w-]+)"', match.group(0)))
+
+
 def _toctree(caption: str, entries: list[str]) -> str:
     lines = "\n".join(entries)
     return f"```{{toctree}}\n:hidden:\n:caption: {caption}\n\n{lines}\n```\n"
 
 
-def staged_sources(root: Path = ROOT) -> dict[str, str]:
+def staged_sources(root: Path = ROOT, edition: str = "en") -> dict[str, str]:
     """Staged path → text of every source file of the site."""
-    names = staged_names(root)
+    names = staged_names(root, edition)
     _, glossary, order = _reading_order()
+    captions = EDITIONS[edition]["captions"]
     chapters = [n.removesuffix(".ipynb") for n in order[1:]]
     solutions = [p.removesuffix(".ipynb") for p in names.values()
                  if p.startswith("solutions/") and p.endswith(".ipynb")]
     out = {}
     for repo_path, staged in names.items():
-        if repo_path == "solutions":
+        if staged == "solutions/index.md":
             continue
         text = (root / repo_path).read_text(encoding="utf-8")
         if staged.endswith(".ipynb"):
@@ -107,23 +130,23 @@ def staged_sources(root: Path = ROOT) -> dict[str, str]:
                     source = "".join(cell["source"])
                     cell["source"] = relink(source, repo_path, names)
             if staged == "index.ipynb":
-                nav = (_toctree("Chapters", chapters)
-                       + _toctree("Reference", [glossary.removesuffix(".md")])
-                       + _toctree("Solutions", ["solutions/index"]))
+                nav = (_toctree(captions[0], chapters)
+                       + _toctree(captions[1], [glossary.removesuffix(".md")])
+                       + _toctree(captions[2], ["solutions/index"]))
                 nb["cells"].append({"cell_type": "markdown", "id": "site-toctree",
                                     "metadata": {}, "source": nav})
             out[staged] = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         else:  # the glossary: its explicit anchors become MyST targets that links resolve
-            out[staged] = RAW_ANCHOR.sub(r"(\1)=", relink(text, repo_path, names))
+            out[staged] = RAW_ANCHORS.sub(_targets, relink(text, repo_path, names))
     listing = "".join(f"* [{s.split('/')[-1]}]({s.split('/')[-1]}.ipynb)\n" for s in solutions)
-    out["solutions/index.md"] = (SOLUTIONS_INDEX + listing + "\n" + GENERATED + "\n"
-                                 + _toctree("Solutions", [s.split("/")[-1] for s in solutions]))
+    out["solutions/index.md"] = (SOLUTIONS_INDEX[edition] + listing + "\n" + GENERATED + "\n"
+                                 + _toctree(captions[2], [s.split("/")[-1] for s in solutions]))
     return out
 
 
-def stage(src_dir: Path, root: Path = ROOT) -> int:
+def stage(src_dir: Path, root: Path = ROOT, edition: str = "en") -> int:
     """Write the staged sources under ``src_dir``; returns how many files changed."""
-    sources = staged_sources(root)
+    sources = staged_sources(root, edition)
     changed = 0
     for rel, text in sources.items():
         target = src_dir / rel
@@ -139,17 +162,33 @@ def stage(src_dir: Path, root: Path = ROOT) -> int:
     return changed
 
 
-def build(out: Path, *, quiet: bool = True) -> Path:
-    """Build the site into ``out`` (its home page is ``out/index.html``); returns that page."""
+def search_terms(path: Path) -> Path:
+    """jieba's user dictionary for the Chinese search index: every Chinese glossary term is one
+    word (召回, 分层记忆, 租约), so a reader's search for it finds the pages that use it."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from i18n import glossary_terms
+
+    words = sorted({form for term in glossary_terms() for _, form in term.pairs()
+                    if re.search(r"[\u4e00-\u9fff]", form)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{w.replace(' ', '')} 100000 n\n" for w in words), encoding="utf-8")
+    return path
+
+
+def build_edition(out: Path, edition: str, *, quiet: bool = True) -> Path:
+    """Build one edition into ``out``; returns its home page."""
     import myst_nb.sphinx_ext
     from sphinx.cmd.build import build_main
 
-    out = out.resolve()
     # myst-nb writes the notebooks' images to <out>/../jupyter_execute, which for build/ is
     # the repository root; an absolute name keeps them inside the build instead
     myst_nb.sphinx_ext.OUTPUT_FOLDER = str(out / ".jupyter_execute")
     src_dir = out / ".site-src"
-    stage(src_dir)
+    stage(src_dir, edition=edition)
+    # tools/site/conf.py reads the edition (language, search, the language switch) from here
+    os.environ["LABMEM_SITE_EDITION"] = edition
+    if edition == "zh":
+        os.environ["LABMEM_SITE_SEARCH_DICT"] = str(search_terms(out / ".search-terms.txt"))
     args = ["-b", "html", "-c", str(CONF_DIR), "-d", str(out / ".doctrees"),
             "--fail-on-warning", "--keep-going", str(src_dir), str(out)]
     if quiet:
@@ -158,8 +197,17 @@ def build(out: Path, *, quiet: bool = True) -> Path:
         # forget what was read, so the next build reads every page again and reports the
         # same warnings instead of passing on a cached, broken environment
         shutil.rmtree(out / ".doctrees", ignore_errors=True)
-        raise SystemExit("the site did not build cleanly: see the warnings above")
+        raise SystemExit(f"the {edition} site did not build cleanly: see the warnings above")
     return out / "index.html"
+
+
+def build(out: Path, *, quiet: bool = True) -> Path:
+    """Build the site into ``out`` (its home page is ``out/index.html``), the Chinese edition
+    into ``out/zh``; returns the English home page."""
+    out = out.resolve()
+    home = build_edition(out, "en", quiet=quiet)
+    build_edition(out / EDITIONS["zh"]["subdir"], "zh", quiet=quiet)
+    return home
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -216,17 +216,22 @@ def translate_code(code: str, table: dict[str, str]) -> str:
 
 
 def label_literals(code: str) -> list[str]:
-    """The English strings a code cell passes to ``label()`` (or ``_``/``N_``)."""
+    """The English strings a code cell shows through ``label()`` (or ``_``/``N_``), and the
+    alt text it gives a figure with ``describe()``."""
     try:
         tree = ast.parse(_tokenizable(code))
     except SyntaxError:
         return []
     found = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in RUNTIME_KEYWORDS and node.args
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            found.append(node.args[0].value)
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        # label("…"), and describe(fig, "…"): a figure's alt text is translated like its title
+        position = {**{k: 0 for k in RUNTIME_KEYWORDS}, "describe": 1}.get(node.func.id)
+        args = list(node.args) + [k.value for k in node.keywords if k.arg == "alt"]
+        if position is not None and len(args) > position and isinstance(
+                args[position], ast.Constant) and isinstance(args[position].value, str):
+            found.append(args[position].value)
     return found
 
 
@@ -310,19 +315,39 @@ def merged(path: Path, tmpl) -> bytes:
     return _po_bytes(cat)
 
 
+def _runtime_messages():
+    """(catalogue, message) for every translated runtime message: the library's catalogue
+    first, then each chapter's labels."""
+    for path in [RUNTIME_PO] + [catalogue_path(s) for s in sources()]:
+        if path.exists():
+            for m in _read(path):
+                runtime = path == RUNTIME_PO or LABEL in m.auto_comments
+                if m.id and runtime and m.string and not m.fuzzy:
+                    yield path, m
+
+
+def label_conflicts() -> list[str]:
+    """Runtime messages translated two ways: the one runtime catalogue can hold only one, so
+    a chapter would show another chapter's wording instead of its own."""
+    first: dict[str, tuple[Path, str]] = {}
+    found = []
+    for path, m in _runtime_messages():
+        if m.id in first and first[m.id][1] != m.string:
+            where = first[m.id][0].relative_to(ROOT)
+            found.append(f"{path.relative_to(ROOT)}: {m.id!r} is {m.string!r} here but "
+                         f"{first[m.id][1]!r} in {where}; make them one")
+        first.setdefault(m.id, (path, m.string))
+    return found
+
+
 def mo_bytes() -> bytes:
     """The runtime catalogue compiled: the library's messages and every chapter's labels."""
     from babel.messages.mofile import write_mo
 
     cat = _new_catalogue()
-    paths = [RUNTIME_PO] + [catalogue_path(s) for s in sources()]
-    for path in paths:
-        if not path.exists():
-            continue
-        for m in _read(path):
-            runtime = path == RUNTIME_PO or LABEL in m.auto_comments
-            if m.id and runtime and m.string and not m.fuzzy and m.id not in cat:
-                cat.add(m.id, m.string)
+    for _path, m in _runtime_messages():
+        if m.id not in cat:
+            cat.add(m.id, m.string)
     buf = io.BytesIO()
     write_mo(buf, cat, use_fuzzy=False)
     return buf.getvalue()
@@ -441,7 +466,12 @@ def relink(text: str, source: str) -> str:
             return match.group(0)
         path, hash_, anchor = target.partition("#")
         repo_path = posixpath.normpath(posixpath.join(here, path))
-        goal = edition_path(repo_path) if repo_path in known else repo_path
+        if repo_path in known:
+            goal = edition_path(repo_path)
+        elif repo_path in ("notebooks", "solutions"):  # a folder of pages: the edition's
+            goal = f"{repo_path}/{EDITION}"
+        else:
+            goal = repo_path
         new = posixpath.relpath(goal, there) + ("/" if path.endswith("/") else "")
         return f"{match.group(1)}{new}{hash_}{anchor}{match.group(3)}"
 
@@ -471,8 +501,20 @@ def glossary_entry_english(block: str) -> str:
     return ""
 
 
+# a line break between two Chinese characters inside a paragraph: a browser shows it as a
+# space, which Chinese does not have, so the build joins such lines
+SOFT_BREAK = re.compile(r"(?<=[\u3000-\u303f\u3400-\u9fff\uff00-\uffef])\n"
+                        r"(?=[\u3000-\u303f\u3400-\u9fff\uff00-\uffef])")
+
+
+def _joined(table: dict[str, str]) -> dict[str, str]:
+    return {k: v if v.lstrip().startswith(("```", "~~~", "|", "<")) else SOFT_BREAK.sub("", v)
+            for k, v in table.items()}
+
+
 def build_text(source: str, text: str, table: dict[str, str]) -> str:
     """A markdown text translated and relinked; glossary entries keep their English too."""
+    table = _joined(table)
     if source != GLOSSARY:
         return relink(translate_markdown(text, table), source)
     out = []
@@ -551,13 +593,21 @@ def write_notebook(path: Path, nb: dict) -> None:
                     encoding="utf-8")
 
 
+def _executed(path: Path) -> bool:
+    if path.suffix != ".ipynb":
+        return True
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    return not code or any(c.get("execution_count") is not None for c in code)
+
+
 def build(selected: list[str], *, run: bool = True, force: bool = False) -> list[str]:
     """Write (and run) every selected Chinese page that is not current; returns those written."""
     written = []
     for source in selected:
-        if not force and is_current(source):
-            continue
         target = ROOT / edition_path(source)
+        if not force and is_current(source) and (not run or _executed(target)):
+            continue
         page = built(source)
         if isinstance(page, str):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -567,6 +617,8 @@ def build(selected: list[str], *, run: bool = True, force: bool = False) -> list
                 print(f"running {edition_path(source)} ...", flush=True)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 page = execute(page, target.parent)
+            else:  # a draft to read: no outputs, so it cannot pass for a run notebook
+                page = without_outputs(page)
             write_notebook(target, page)
         written.append(edition_path(source))
     return written
@@ -574,10 +626,15 @@ def build(selected: list[str], *, run: bool = True, force: bool = False) -> list
 
 # ---------------------------------------------------------------- checks
 
-CODE_SPAN = re.compile(r"`[^`\n]+`")
+# a code span may wrap onto a second line (CommonMark joins it with a space)
+CODE_SPAN = re.compile(r"`[^`\n]+(?:\n[^`\n]+)?`")
 ANCHOR = re.compile(r'<a id="[^"]+"></a>')
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*(?:[:!][^{}]*)?\}")
 FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+
+
+def _spans(text: str) -> list[str]:
+    return [" ".join(span.split()) for span in CODE_SPAN.findall(text)]
 
 
 def translation_problems(msgid: str, msgstr: str) -> list[str]:
@@ -589,7 +646,7 @@ def translation_problems(msgid: str, msgstr: str) -> list[str]:
     targets = [sorted(t for _, t, _ in LINK.findall(text)) for text in (msgid, msgstr)]
     if targets[0] != targets[1]:
         found.append("its links differ from the English (keep every link target as written)")
-    lost = sorted(set(CODE_SPAN.findall(msgid)) - set(CODE_SPAN.findall(msgstr)))
+    lost = sorted(set(_spans(msgid)) - set(_spans(msgstr)))
     if lost:
         found.append(f"code spans missing (keep them as written): {', '.join(lost[:4])}")
     if ANCHOR.findall(msgid) != ANCHOR.findall(msgstr):
@@ -634,7 +691,16 @@ def prose(text: str) -> str:
     return re.sub(r"<[^>]+>", " ", text)
 
 
+#: everyday phrases that contain a glossary word without meaning the term ("in turn" is not a
+#: conversation turn); they are taken out of the English before the term is looked for
+NOT_THE_TERM = {
+    "turn": r"\b(in turn|turns? (into|out|off|on|to)|turned|took turns)\b",
+}
+
+
 def uses(text: str, english: str) -> bool:
+    if english in NOT_THE_TERM:
+        text = re.sub(NOT_THE_TERM[english], " ", text, flags=re.IGNORECASE)
     flags = 0 if re.search(r"[A-Z]", english) else re.IGNORECASE
     return re.search(r"(?<![\w-])" + re.escape(english) + r"(?![\w-])", text, flags) is not None
 
@@ -690,6 +756,7 @@ def problems(selected: list[str] | None = None) -> list[str]:
             found.append(f"{RUNTIME_PO.relative_to(ROOT)}: not updated (run `make zh`)")
         elif not RUNTIME_MO.exists() or RUNTIME_MO.read_bytes() != mo_bytes():
             found.append(f"{RUNTIME_MO.relative_to(ROOT)}: not compiled (run `make zh`)")
+        found += label_conflicts()
         lacking = figure_characters() - font_characters()
         if lacking:
             found.append(f"{LABEL_FONT.relative_to(ROOT)}: lacks {len(lacking)} character(s) a "

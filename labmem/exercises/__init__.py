@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labmem.core.i18n import _
+
 
 @dataclass(frozen=True)
 class Feedback:
@@ -28,14 +30,15 @@ class Feedback:
 
     def __repr__(self) -> str:
         mark = "✓" if self.ok else "✗"
-        return f"{mark} {self.exercise}: {self.message}"
+        return _("{mark} {exercise}: {message}").format(mark=mark, exercise=self.exercise,
+                                                         message=self.message)
 
     def __bool__(self) -> bool:
         return self.ok
 
 
 def not_answered(exercise: str) -> Feedback:
-    return Feedback(exercise, False, "not answered yet — replace None with your answer")
+    return Feedback(exercise, False, _("not answered yet — replace None with your answer"))
 
 
 CHAPTER_MODULES = ("s09", "s10", "s11", "s12", "s12b", "s13", "s14_compaction", "s14_mmu",

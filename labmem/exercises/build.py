@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+from labmem.core.i18n import _
 from labmem.exercises import Feedback
 
 MAX_EXAMPLES = 300
@@ -47,7 +48,9 @@ class _Outcome:
     error: str | None = None
 
     def __str__(self) -> str:
-        return f"raised {self.error}" if self.error else f"returned {show(self.value)}"
+        if self.error:
+            return _("raised {error}").format(error=self.error)
+        return _("returned {value}").format(value=show(self.value))
 
 
 def _call(fn: Callable, args: tuple) -> _Outcome:
@@ -78,7 +81,8 @@ class BuildExercise:
 
     @property
     def title(self) -> str:
-        return f"{self.chapter} build: {self.name}"
+        """The exercise's name as a learner reads it (in the notebook's language)."""
+        return _("{chapter} build: {name}").format(chapter=self.chapter, name=_(self.name))
 
     @property
     def reference_name(self) -> str:
@@ -104,7 +108,8 @@ class BuildExercise:
     def check(self, fn: Callable[..., Any]) -> Feedback:
         """Compare ``fn`` with the library on generated inputs; one line of feedback."""
         if not callable(fn):
-            return Feedback(self.title, False, f"pass your function itself, not {show(fn)}")
+            return Feedback(self.title, False, _("pass your function itself, not {value}")
+                                               .format(value=show(fn)))
         simplest = _simplest_input(self)
         try:
             # the simplest input first: a stub or a function wrong everywhere is answered at
@@ -112,17 +117,19 @@ class BuildExercise:
             example = simplest if not self._same(fn, simplest) else find(
                 self.inputs, lambda args: not self._same(fn, args), settings=_SETTINGS)
         except NotImplementedError:
-            return Feedback(self.title, False, "not written yet — replace the "
-                                               "`raise NotImplementedError` with your code")
+            return Feedback(self.title, False, _("not written yet — replace the "
+                                                 "`raise NotImplementedError` with your code"))
         except NoSuchExample:
             return Feedback(self.title, True,
-                            f"matches the library on {MAX_EXAMPLES} generated inputs")
+                            _("matches the library on {count} generated inputs")
+                            .format(count=MAX_EXAMPLES))
         mine, ours = _call(fn, example), _call(self.reference, example)
         mine_p = mine if mine.error else _Outcome(value=_safe_project(self.project, mine.value))
         ours_p = ours if ours.error else _Outcome(value=self.project(ours.value))
         return Feedback(self.title, False,
-                        f"on {self.describe(example)} yours {mine_p}, the library's {ours_p}. "
-                        f"Hint: {self.hint}")
+                        _("on {example} yours {mine}, the library's {ours}. Hint: {hint}")
+                        .format(example=self.describe(example), mine=mine_p, ours=ours_p,
+                                hint=_(self.hint)))
 
 
 def _simplest_input(exercise: BuildExercise) -> tuple:

@@ -30,7 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from labmem.core.i18n import N_, _, label
+
 _COPIES = itertools.count(1)
+
+#: whose implementation a report names (``SUITE.run(impl, who=...)``), for the catalogue;
+#: the report shows ``who`` in the reader's language
+WHO = (N_("your"), N_("the library's"), N_("the from-scratch"), N_("the chapter's"),
+       N_("the production"))
 
 
 class ContractBroken(AssertionError):
@@ -83,13 +90,28 @@ class ContractReport:
         return self.ok
 
     def __repr__(self) -> str:
+        # the report is rendered in the reader's language; the results (and failing_names,
+        # which tests compare) keep the contracts' English names
         total = len(self.results)
+        subject = _spaced(label(self.who), label(self.layer))
         if self.ok:
-            return f"✓ {self.who} {self.layer} passes all {total} contracts"
-        lines = [f"✗ {self.who} {self.layer} passes {self.passed} of {total} contracts; "
-                 "failing:"]
-        lines += [f"  · {r.contract} — {r.detail}" for r in self.failing]
+            return _("✓ {subject} passes all {total} contracts").format(subject=subject,
+                                                                        total=total)
+        lines = [_("✗ {subject} passes {passed} of {total} contracts; failing:")
+                 .format(subject=subject, passed=self.passed, total=total)]
+        lines += [f"  · {label(r.contract)} — {r.detail}" for r in self.failing]
         return "\n".join(lines)
+
+
+def _spaced(first: str, second: str) -> str:
+    """Two words of a report: a space between them, except between two CJK characters
+    (Chinese writes 你的会话记录 but 你的 Context MMU)."""
+    def cjk(char: str) -> bool:
+        return "\u3400" <= char <= "\u9fff"
+
+    if first and second and cjk(first[-1]) and cjk(second[0]):
+        return first + second
+    return f"{first} {second}"
 
 
 @dataclass(frozen=True)
@@ -111,7 +133,8 @@ class ContractSuite:
 def expect(case: str, got: Any, want: Any, *, show: Callable[[Any], str] = repr) -> None:
     """Raise :class:`ContractBroken` naming ``case`` when ``got`` is not ``want``."""
     if got != want:
-        raise ContractBroken(f"smallest case: {case} — expected {show(want)}, got {show(got)}")
+        raise ContractBroken(_("smallest case: {case} — expected {want}, got {got}")
+                             .format(case=case, want=show(want), got=show(got)))
 
 
 def is_a(exc: BaseException, error: type) -> bool:
@@ -125,23 +148,29 @@ def _attempt(contract: Contract, impl: Any) -> ContractResult:
         contract.check(impl)
     except NotImplementedError:
         where = _innermost_function(sys.exc_info()[2])
-        return ContractResult(contract.name, False, f"not written yet ({where} raises "
-                                                    "NotImplementedError)")
+        return ContractResult(contract.name, False,
+                              _("not written yet ({where} raises NotImplementedError)")
+                              .format(where=where))
     except ContractBroken as exc:
         return ContractResult(contract.name, False, str(exc))
     except AssertionError as exc:
-        return ContractResult(contract.name, False, str(exc) or "an expectation did not hold")
+        return ContractResult(contract.name, False,
+                              str(exc) or _("an expectation did not hold"))
     except Exception as exc:  # the implementation's bug is data here, not a crash
         where = _innermost_function(sys.exc_info()[2])
         message = str(exc).splitlines()[0][:160] if str(exc) else ""
-        return ContractResult(contract.name, False,
-                              f"{where} raised {type(exc).__name__}: {message}".rstrip(": "))
+        error = type(exc).__name__
+        if not message:
+            return ContractResult(contract.name, False, _("{where} raised {error}")
+                                  .format(where=where, error=error))
+        return ContractResult(contract.name, False, _("{where} raised {error}: {message}")
+                              .format(where=where, error=error, message=message).rstrip(": "))
     return ContractResult(contract.name, True)
 
 
 def _innermost_function(tb: types.TracebackType | None) -> str:
     frames = traceback.extract_tb(tb)
-    return f"{frames[-1].name}()" if frames else "the layer"
+    return f"{frames[-1].name}()" if frames else _("the layer")
 
 
 def assemble(module: types.ModuleType, pieces: dict[str, Any]) -> types.ModuleType:

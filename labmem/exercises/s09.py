@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import SteppingClock
+from labmem.core.i18n import _
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.contracts import ContractReport, assemble
 from labmem.exercises.suites.s09 import SUITE
@@ -42,18 +43,19 @@ EXERCISE_3_AFTER_CRASH = 3
 def check_selectable(answer: Iterable[int] | None) -> Feedback:
     """Exercise 1: the sequence numbers (1-based) of :data:`EXERCISE_1_TYPES` that can be
     memory candidates."""
-    name = "exercise 1 (selectable events)"
+    name = _("exercise 1 (selectable events)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, (str, int)):
-        return Feedback(name, False, "answer with a set of sequence numbers, e.g. {1, 2}")
+        return Feedback(name, False, _("answer with a set of sequence numbers, e.g. {1, 2}"))
     expected = {i for i, kind in enumerate(EXERCISE_1_TYPES, start=1) if kind in SELECTABLE_TYPES}
     got = set(answer)
     if got == expected:
-        return Feedback(name, True, "messages and file snapshots are evidence worth pointing at")
+        return Feedback(name, True, _("messages and file snapshots are evidence worth pointing at"))
     if got & {2}:
-        return Feedback(name, False, "reasoning is scratch work: it is not even replayed")
-    return Feedback(name, False, f"only {' and '.join(SELECTABLE_TYPES)} events are eligible")
+        return Feedback(name, False, _("reasoning is scratch work: it is not even replayed"))
+    return Feedback(name, False, _("only {types} events are eligible")
+                                 .format(types=_(" and ").join(SELECTABLE_TYPES)))
 
 
 def _with_transcript(run) -> Any:
@@ -76,15 +78,16 @@ def window_size() -> int:
 def check_window(answer: int | None) -> Feedback:
     """Exercise 2: how many messages ``replay_state(max_items=2)`` returns for the
     user → function_call → function_call_result → assistant session."""
-    name = "exercise 2 (replay window)"
+    name = _("exercise 2 (replay window)")
     if answer is None:
         return not_answered(name)
     if answer == window_size():
-        return Feedback(name, True, "the leading tool_result lost its tool_use, so it was dropped")
+        return Feedback(name, True, _("the leading tool_result lost its tool_use, so it was "
+                                      "dropped"))
     if answer == EXERCISE_2_MAX_ITEMS:
-        return Feedback(name, False, "look at what the first message of that window would be")
-    return Feedback(name, False, "fold the four events into messages, take the last two, "
-                                 "then apply the orphan rule")
+        return Feedback(name, False, _("look at what the first message of that window would be"))
+    return Feedback(name, False, _("fold the four events into messages, take the last two, "
+                                   "then apply the orphan rule"))
 
 
 def after_two_crashes() -> tuple[int, bool, int]:
@@ -113,24 +116,24 @@ def check_after_two_crashes(answer: Sequence[Any] | None) -> Feedback:
     """Exercise 3: ``(events, torn_tail_ignored, next_sequence)`` a fresh reader reports
     after the crash, restart, appends and second crash of :data:`EXERCISE_3_BEFORE_CRASH`
     and :data:`EXERCISE_3_AFTER_CRASH`."""
-    name = "exercise 3 (after two crashes)"
+    name = _("exercise 3 (after two crashes)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, (str, int)) or len(answer) != 3:
-        return Feedback(name, False, "answer with three values: (events, torn_tail_ignored, "
-                                     "next_sequence)")
+        return Feedback(name, False, _("answer with three values: (events, torn_tail_ignored, "
+                                       "next_sequence)"))
     events, torn, next_sequence = answer
     expected = after_two_crashes()
     if (events, torn, next_sequence) == expected:
-        return Feedback(name, True, "the first torn tail was cut off before the restart's "
-                                    "appends; the second is ignored until the next append")
+        return Feedback(name, True, _("the first torn tail was cut off before the restart's "
+                                      "appends; the second is ignored until the next append"))
     if events != expected[0]:
-        return Feedback(name, False, "count only complete lines: a torn tail is never an "
-                                     "event, and the first one was cut off, not kept")
+        return Feedback(name, False, _("count only complete lines: a torn tail is never an "
+                                       "event, and the first one was cut off, not kept"))
     if torn is not expected[1]:
-        return Feedback(name, False, "is there an unterminated line at the end of the file "
-                                     "when the fresh reader opens it?")
-    return Feedback(name, False, "next_sequence is one more than the number of events")
+        return Feedback(name, False, _("is there an unterminated line at the end of the file "
+                                       "when the fresh reader opens it?"))
+    return Feedback(name, False, _("next_sequence is one more than the number of events"))
 
 
 # -- building the layer ------------------------------------------------------------------
@@ -302,7 +305,7 @@ HARD_PAYLOADS: tuple[tuple[str, dict[str, Any]], ...] = (
 def _deep(levels: int) -> dict[str, Any]:
     root: dict[str, Any] = {}
     node = root
-    for _ in range(levels):
+    for _level in range(levels):
         node["a"] = {}
         node = node["a"]
     return root

@@ -19,6 +19,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labmem.core.clock import FixedClock, parse_timestamp
+from labmem.core.i18n import N_, _
 from labmem.core.text import normalize_text
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
@@ -90,46 +91,46 @@ def replay_exercise_2() -> tuple[str, int]:
 
 def check_promoted(answer: Sequence[str] | None) -> Feedback:
     """Exercise 1: the sorted contents of the curated entries after one distill."""
-    name = "exercise 1 (what gets promoted)"
+    name = _("exercise 1 (what gets promoted)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str):
-        return Feedback(name, False, "answer with a list of contents")
-    expected, _ = replay_exercise_1()
+        return Feedback(name, False, _("answer with a list of contents"))
+    expected = replay_exercise_1()[0]
     got = tuple(answer)
     if got == expected:
-        return Feedback(name, True, "old + stable + (important or independently repeated); "
-                                    "a repeat merges into the first wording")
+        return Feedback(name, True, _("old + stable + (important or independently repeated); "
+                                      "a repeat merges into the first wording"))
     if "The CI cache is flaky" in got:
-        return Feedback(name, False, "the CI-cache pitfall was logged twice from the same "
-                                     "evidence id: one piece of evidence, not a repeat")
+        return Feedback(name, False, _("the CI-cache pitfall was logged twice from the same "
+                                       "evidence id: one piece of evidence, not a repeat"))
     if "Deploy took 3 minutes" in got:
-        return Feedback(name, False, "outcomes are not a stable kind")
+        return Feedback(name, False, _("outcomes are not a stable kind"))
     if "Vendor the fonts" in got:
-        return Feedback(name, False, "check the cutoff: as_of minus 30 days")
+        return Feedback(name, False, _("check the cutoff: as_of minus 30 days"))
     if sorted(set(got)) == list(expected):
-        return Feedback(name, False, "right entries; give them sorted, each once")
-    return Feedback(name, False, "compare each fact with the policy: age, kind, importance ≥ 4 "
-                                 "or 2 independent evidence ids (after normalizing the text)")
+        return Feedback(name, False, _("right entries; give them sorted, each once"))
+    return Feedback(name, False, _("compare each fact with the policy: age, kind, importance ≥ 4 "
+                                   "or 2 independent evidence ids (after normalizing the text)"))
 
 
 def check_active_and_stale(answer: tuple[str, int] | None) -> Feedback:
     """Exercise 2: (active value of the key, number of stale facts) after one distill."""
-    name = "exercise 2 (supersession and staleness)"
+    name = _("exercise 2 (supersession and staleness)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str) or not isinstance(answer, Sequence) or len(answer) != 2:
-        return Feedback(name, False, "answer with a pair: (value, stale count)")
+        return Feedback(name, False, _("answer with a pair: (value, stale count)"))
     value, stale = answer
     expected_value, expected_stale = replay_exercise_2()
     if (value, stale) == (expected_value, expected_stale):
-        return Feedback(name, True, "a rival needs 2 independent pieces of evidence newer "
-                                    "than the active revision; older rival evidence is stale")
+        return Feedback(name, True, _("a rival needs 2 independent pieces of evidence newer "
+                                      "than the active revision; older rival evidence is stale"))
     if value != expected_value:
-        return Feedback(name, False, "walk the days: which value was adopted first, and when "
-                                     "did a rival collect 2 *distinct* evidence ids?")
-    return Feedback(name, False, "right value; now count the facts of the losing value that "
-                                 "are older than the winner's newest evidence")
+        return Feedback(name, False, _("walk the days: which value was adopted first, and when "
+                                       "did a rival collect 2 *distinct* evidence ids?"))
+    return Feedback(name, False, _("right value; now count the facts of the losing value that "
+                                   "are older than the winner's newest evidence"))
 
 
 #: Exercise 3: a key whose two rivals are equally strong, so distill opens a conflict.
@@ -172,23 +173,23 @@ def check_after_crash(answer: tuple[bool, bool] | None) -> Feedback:
     """Exercise 3: a resolver dies after writing ``curated.json``, before ``MEMORY.md``.
     (a) Does the ``MEMORY.md`` file, read straight from disk, still list the open conflict?
     (b) Does the text a fresh ``WorkspaceMemory``'s ``read_memory_md()`` returns list it?"""
-    name = "exercise 3 (a crash between two writes)"
+    name = _("exercise 3 (a crash between two writes)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, (str, bool)) or not isinstance(answer, Sequence) or len(answer) != 2 \
             or not all(isinstance(a, bool) for a in answer):
-        return Feedback(name, False, "answer with a pair of booleans: (on disk, after a read)")
+        return Feedback(name, False, _("answer with a pair of booleans: (on disk, after a read)"))
     on_disk, after_read = answer
     expected_disk, expected_read = replay_exercise_3()
     if (on_disk, after_read) == (expected_disk, expected_read):
-        return Feedback(name, True, "the crash left the old projection on disk; the next "
-                                    "read renders MEMORY.md again from curated.json, which "
-                                    "already holds the decision")
+        return Feedback(name, True, _("the crash left the old projection on disk; the next "
+                                      "read renders MEMORY.md again from curated.json, which "
+                                      "already holds the decision"))
     if on_disk != expected_disk:
-        return Feedback(name, False, "(a): the process died before its third write — which "
-                                     "version of MEMORY.md is still on disk?")
-    return Feedback(name, False, "(b): MEMORY.md is never parsed back; what does a reader "
-                                 "render it from, and does that file know the decision?")
+        return Feedback(name, False, _("(a): the process died before its third write — which "
+                                       "version of MEMORY.md is still on disk?"))
+    return Feedback(name, False, _("(b): MEMORY.md is never parsed back; what does a reader "
+                                   "render it from, and does that file know the decision?"))
 
 
 # -- build the layer yourself --------------------------------------------------------------
@@ -274,13 +275,13 @@ BUILD = (
     BuildExercise(
         chapter="s10", name="is_promotable", reference=is_promotable,
         inputs=st.tuples(_GROUP, _POLICY), describe=_describe_group,
-        hint="importance alone can promote a group; otherwise count independent evidence "
-             "(distinct evidence ids), not lines"),
+        hint=N_("importance alone can promote a group; otherwise count independent evidence "
+                "(distinct evidence ids), not lines")),
     BuildExercise(
         chapter="s10", name="judge_rivals", reference=judge_rivals,
         inputs=st.tuples(_RIVALS, st.integers(0, 4).map(lambda d: T0 + timedelta(days=d)),
                          st.integers(1, 3)),
         describe=_describe_rivals, project=_verdict,
-        hint="stale means not newer than newer_than, strength means distinct evidence ids "
-             "per normalized value, and a tie at the top fails closed"),
+        hint=N_("stale means not newer than newer_than, strength means distinct evidence ids "
+                "per normalized value, and a tie at the top fails closed")),
 )

@@ -18,6 +18,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labmem.core.clock import FixedClock, parse_timestamp
+from labmem.core.i18n import _
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.contracts import ContractReport, assemble
 from labmem.user import (
@@ -77,38 +78,40 @@ def replay_exercise_1() -> list[tuple[str, int]]:
 
 def check_statuses(answer: Sequence[str] | None) -> Feedback:
     """Exercise 1: the status of each write in :data:`EXERCISE_1_WRITES` ('stale' if refused)."""
-    name = "exercise 1 (statuses)"
+    name = _("exercise 1 (statuses)")
     if answer is None:
         return not_answered(name)
     expected = [status for status, _ in replay_exercise_1()]
     if isinstance(answer, str):
-        return Feedback(name, False, "answer with a list of statuses, one per write")
+        return Feedback(name, False, _("answer with a list of statuses, one per write"))
     got = list(answer)
     if got == expected:
-        return Feedback(name, True, "same state → unchanged, older change → stale, "
-                                    "delete → tombstone, newer write → created again")
+        return Feedback(name, True, _("same state → unchanged, older change → stale, "
+                                      "delete → tombstone, newer write → created again"))
     if len(got) != len(expected):
-        return Feedback(name, False, f"there are {len(expected)} writes; you gave {len(got)} "
-                                     "statuses")
+        return Feedback(name, False, _("there are {count} writes; you gave {count2} statuses")
+                                     .format(count=len(expected), count2=len(got)))
     first = next(i for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e)
-    return Feedback(name, False, f"write {first + 1} is wrong — compare the state "
-                                 "(value, expires_at, source_event_id) first, then updated_at")
+    return Feedback(name, False, _("write {first} is wrong — compare the state (value, "
+                                   "expires_at, source_event_id) first, then updated_at")
+                                 .format(first=first + 1))
 
 
 def check_final_revision(answer: int | None) -> Feedback:
     """Exercise 2: the revision of 'theme' after all of :data:`EXERCISE_1_WRITES`."""
-    name = "exercise 2 (final revision)"
+    name = _("exercise 2 (final revision)")
     if answer is None:
         return not_answered(name)
     expected = replay_exercise_1()[-1][1]
     if isinstance(answer, bool) or not isinstance(answer, int):
-        return Feedback(name, False, f"expected an integer, got {type(answer).__name__}")
+        return Feedback(name, False, _("expected an integer, got {kind}")
+                                     .format(kind=type(answer).__name__))
     if answer == expected:
-        return Feedback(name, True, "unchanged and stale writes add no revision; the "
-                                    "tombstone and the re-creation each do")
+        return Feedback(name, True, _("unchanged and stale writes add no revision; the "
+                                      "tombstone and the re-creation each do"))
     if answer == len(EXERCISE_1_WRITES):
-        return Feedback(name, False, "not every write makes a revision")
-    return Feedback(name, False, "count only the writes that changed the stored state")
+        return Feedback(name, False, _("not every write makes a revision"))
+    return Feedback(name, False, _("count only the writes that changed the stored state"))
 
 
 def active_keys(as_of: datetime | str = EXERCISE_3_AS_OF) -> tuple[str, ...]:
@@ -122,22 +125,22 @@ def active_keys(as_of: datetime | str = EXERCISE_3_AS_OF) -> tuple[str, ...]:
 
 def check_active_keys(answer: Sequence[str] | None) -> Feedback:
     """Exercise 3: the sorted keys of :data:`EXERCISE_3_EXPIRIES` active at the given time."""
-    name = "exercise 3 (active at the boundary)"
+    name = _("exercise 3 (active at the boundary)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str):
-        return Feedback(name, False, "answer with a list of keys")
+        return Feedback(name, False, _("answer with a list of keys"))
     expected = active_keys()
     got = tuple(answer)
     if got == expected:
-        return Feedback(name, True, "active while as_of < expires_at — expired exactly at it")
+        return Feedback(name, True, _("active while as_of < expires_at — expired exactly at it"))
     if sorted(set(got)) == list(expected):
-        return Feedback(name, False, "right keys; give them sorted, each once")
+        return Feedback(name, False, _("right keys; give them sorted, each once"))
     if "sale.reminder" in got:
-        return Feedback(name, False, "sale.reminder expires exactly at as_of: it is already "
-                                     "expired")
-    return Feedback(name, False, "a key without expires_at never expires; compare each "
-                                 "expires_at with as_of")
+        return Feedback(name, False, _("sale.reminder expires exactly at as_of: it is already "
+                                       "expired"))
+    return Feedback(name, False, _("a key without expires_at never expires; compare each "
+                                   "expires_at with as_of"))
 
 
 # -- generated writes: the from-scratch decision is held equal to the library's on these --

@@ -25,6 +25,7 @@ from datetime import datetime
 from hypothesis import strategies as st
 
 from labmem.core.clock import format_timestamp, parse_timestamp
+from labmem.core.i18n import N_, _
 from labmem.core.text import extract_terms
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
@@ -54,19 +55,21 @@ EXERCISE_1_QUERY = "Agent  MEMORY：分层记忆!"
 
 def check_terms(answer: Sequence[str] | None) -> Feedback:
     """Exercise 1: the terms of :data:`EXERCISE_1_QUERY`, in the order recall keeps them."""
-    name = "exercise 1 (terms)"
+    name = _("exercise 1 (terms)")
     if answer is None:
         return not_answered(name)
     expected = extract_terms(EXERCISE_1_QUERY)
     got = tuple(answer)
     if got == expected:
-        return Feedback(name, True, f"{len(expected)} terms, sorted and unique")
+        return Feedback(name, True, _("{count} terms, sorted and unique")
+                                    .format(count=len(expected)))
     if sorted(set(got)) == list(expected):
-        return Feedback(name, False, "right terms, but recall keeps them sorted and unique")
+        return Feedback(name, False, _("right terms, but recall keeps them sorted and unique"))
     missing = sorted(set(expected) - set(got))
     extra = sorted(set(got) - set(expected))
-    return Feedback(name, False, f"missing {missing}, unexpected {extra} — remember NFKC, "
-                                 "casefold, and CJK bigrams")
+    return Feedback(name, False, _("missing {missing}, unexpected {extra} — remember NFKC, "
+                                   "casefold, and CJK bigrams")
+                                 .format(missing=missing, extra=extra))
 
 
 def expected_total(matched: int, query_terms: int, age_days: float) -> float:
@@ -80,18 +83,20 @@ def expected_total(matched: int, query_terms: int, age_days: float) -> float:
 
 def check_score_by_hand(answer: float | None) -> Feedback:
     """Exercise 2: total for 2 of 3 query terms matched, captured 10 days before ``as_of``."""
-    name = "exercise 2 (score by hand)"
+    name = _("exercise 2 (score by hand)")
     if answer is None:
         return not_answered(name)
     expected = expected_total(2, 3, 10.0)
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        return Feedback(name, False, f"expected a number, got {type(answer).__name__}")
+        return Feedback(name, False, _("expected a number, got {kind}")
+                                     .format(kind=type(answer).__name__))
     if abs(answer - expected) <= 1e-6:
-        return Feedback(name, True, f"{expected:.6f} = 0.85·coverage + 0.15·recency")
+        return Feedback(name, True, _("{expected:.6f} = 0.85·coverage + 0.15·recency")
+                                    .format(expected=expected))
     if abs(answer - round(LEXICAL_WEIGHT * 2 / 3, SCORE_DECIMALS)) <= 1e-6:
-        return Feedback(name, False, "that is only the lexical contribution; add recency")
-    return Feedback(name, False, "coverage = 2/3, recency = 1/(1 + 10/30); "
-                                 "weights 0.85 and 0.15")
+        return Feedback(name, False, _("that is only the lexical contribution; add recency"))
+    return Feedback(name, False, _("coverage = 2/3, recency = 1/(1 + 10/30); "
+                                   "weights 0.85 and 0.15"))
 
 
 # -- scored rows: what the rank key reads, as real pipeline objects --------------------
@@ -185,36 +190,38 @@ def ranked_ids(rows: Sequence[ScoredRow] = EXERCISE_3_ROWS) -> tuple[str, ...]:
 def _why_first(better: ScoredRow, worse: ScoredRow) -> str:
     """Which key puts ``better`` above ``worse``, in words."""
     if better.total != worse.total:
-        return "its total is higher, and total comes first"
+        return _("its total is higher, and total comes first")
     if better.lexical_coverage != worse.lexical_coverage:
-        return "the totals tie, and higher coverage comes next"
+        return _("the totals tie, and higher coverage comes next")
     if better.captured_at != worse.captured_at:
-        return "total and coverage tie, and the newer capture comes next"
-    return "total, coverage and capture time all tie, so the smaller memory_id decides"
+        return _("total and coverage tie, and the newer capture comes next")
+    return _("total, coverage and capture time all tie, so the smaller memory_id decides")
 
 
 def check_rank_order(answer: Sequence[str] | None) -> Feedback:
     """Exercise 3: the memory ids of :data:`EXERCISE_3_ROWS` in rank order, best first."""
-    name = "exercise 3 (rank with ties)"
+    name = _("exercise 3 (rank with ties)")
     if answer is None:
         return not_answered(name)
     ids = sorted(row.memory_id for row in EXERCISE_3_ROWS)
     if isinstance(answer, str) or not isinstance(answer, Sequence):
-        return Feedback(name, False, "answer with a list of the memory ids, best first")
+        return Feedback(name, False, _("answer with a list of the memory ids, best first"))
     if sorted(answer) != ids:
-        return Feedback(name, False, f"list each of {ids} exactly once, best first")
+        return Feedback(name, False, _("list each of {ids} exactly once, best first")
+                                     .format(ids=ids))
     expected = ranked_ids()
     got = tuple(answer)
     if got == expected:
-        return Feedback(name, True, "total ↓, then coverage ↓, then captured_at ↓, and "
-                                    "memory_id ↑ only when all three tie")
+        return Feedback(name, True, _("total ↓, then coverage ↓, then captured_at ↓, and "
+                                      "memory_id ↑ only when all three tie"))
     rows = {row.memory_id: row for row in EXERCISE_3_ROWS}
     place = next(i for i, (mine, ours) in enumerate(zip(got, expected, strict=True))
                  if mine != ours)
     better, worse = rows[expected[place]], rows[got[place]]
-    return Feedback(name, False, f"rank {place + 1} is not {worse.memory_id}: "
-                                 f"{better.memory_id} ranks above it because "
-                                 f"{_why_first(better, worse)}")
+    return Feedback(name, False, _("rank {place} is not {worse}: {better} ranks above it "
+                                   "because {why}")
+                                 .format(place=place + 1, worse=worse.memory_id,
+                                         better=better.memory_id, why=_why_first(better, worse)))
 
 
 # -- build exercise: the stable rank key -----------------------------------------------
@@ -266,11 +273,11 @@ def _describe_scored(args) -> str:
 BUILD = (
     SortKeyExercise(
         chapter="s12",
-        name="the stable rank key",
+        name=N_("the stable rank key"),
         reference=rank_key,
         inputs=TIED_SCORED_LISTS,
-        hint="stage 4 orders by four keys; check each one's direction, and that the last "
-             "one leaves no two records tied",
+        hint=N_("stage 4 orders by four keys; check each one's direction, and that the last "
+                "one leaves no two records tied"),
         describe=_describe_scored,
     ),
 )
@@ -366,11 +373,11 @@ def _refuses_other_rows(lab: PolicyLab) -> None:
                              f"refuse it, got {got!r}")
 
 
-POLICY_SUITE = ContractSuite("row-level-security policy", (
-    Contract("a connection sees exactly the rows of its own scope", _sees_only_own_rows),
-    Contract("a connection that never set its scope sees no row", _unset_sees_nothing),
-    Contract("a connection may insert a row of its own scope", _inserts_own_rows),
-    Contract("a connection cannot insert a row of another scope", _refuses_other_rows),
+POLICY_SUITE = ContractSuite(N_("row-level-security policy"), (
+    Contract(N_("a connection sees exactly the rows of its own scope"), _sees_only_own_rows),
+    Contract(N_("a connection that never set its scope sees no row"), _unset_sees_nothing),
+    Contract(N_("a connection may insert a row of its own scope"), _inserts_own_rows),
+    Contract(N_("a connection cannot insert a row of another scope"), _refuses_other_rows),
 ))
 
 _POLICY_DATABASES = itertools.count(1)
@@ -418,22 +425,24 @@ def check_policy(admin_url: str, policy: str | None) -> Feedback | ContractRepor
     """Exercise 5: ``policy`` is SQL (one or more ``CREATE POLICY … ON memories``
     statements); it is applied to a fresh database on the server ``admin_url`` reaches
     (a superuser's URL) and judged by :data:`POLICY_SUITE` with raw SQL."""
-    name = "exercise 5 (row-level security)"
+    name = _("exercise 5 (row-level security)")
     if policy is None:
         return not_answered(name)
     if not isinstance(policy, str) or not policy.strip():
-        return Feedback(name, False, "answer with the SQL text of your CREATE POLICY "
-                                     "statement(s), as a string")
+        return Feedback(name, False, _("answer with the SQL text of your CREATE POLICY "
+                                       "statement(s), as a string"))
     import psycopg
 
     try:
         lab, refusal = _build_policy_lab(admin_url, policy)
     except psycopg.OperationalError as exc:
-        return Feedback(name, False, f"cannot reach the server ({str(exc).splitlines()[0]}); "
-                                     "run the cell that starts it, then pass its admin URL")
+        return Feedback(name, False, _("cannot reach the server ({error}); run the cell that "
+                                       "starts it, then pass its admin URL")
+                                     .format(error=str(exc).splitlines()[0]))
     try:
         if refusal is not None:
-            return Feedback(name, False, f"the server refused your SQL: {refusal}")
+            return Feedback(name, False, _("the server refused your SQL: {refusal}")
+                                         .format(refusal=refusal))
         return POLICY_SUITE.run(lab, who="your")
     finally:
         _drop_policy_lab(lab)

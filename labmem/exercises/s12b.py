@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
+from labmem.core.i18n import N_, _
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
 from labmem.exercises.contracts import ContractReport, assemble
@@ -44,20 +45,22 @@ def _number(answer) -> bool:
 
 def check_idf(answer: float | None) -> Feedback:
     """Exercise 1: BM25's idf of a term found in 3 of 40 records."""
-    name = "exercise 1 (idf by hand)"
+    name = _("exercise 1 (idf by hand)")
     if answer is None:
         return not_answered(name)
     if not _number(answer):
-        return Feedback(name, False, f"expected a number, got {type(answer).__name__}")
+        return Feedback(name, False, _("expected a number, got {kind}")
+                                     .format(kind=type(answer).__name__))
     n, df = EXERCISE_1["searched_records"], EXERCISE_1["document_frequency"]
     expected = bm25_idf(df, n)
     if abs(answer - expected) <= IDF_TOLERANCE:
-        return Feedback(name, True, f"ln(1 + (40 − 3 + 0.5) / (3 + 0.5)) = {expected:.4f}")
+        return Feedback(name, True, _("ln(1 + (40 − 3 + 0.5) / (3 + 0.5)) = {expected:.4f}")
+                                    .format(expected=expected))
     if abs(answer - math.log(n / df)) <= IDF_TOLERANCE:
-        return Feedback(name, False, "that is the textbook ln(N/df); BM25's idf adds ½ "
-                                     "to both counts and 1 inside the log")
-    return Feedback(name, False, "idf = ln(1 + (N − df + 0.5) / (df + 0.5)) with N = 40, df = 3 "
-                                 "(answers within 0.0001 count)")
+        return Feedback(name, False, _("that is the textbook ln(N/df); BM25's idf adds ½ "
+                                       "to both counts and 1 inside the log"))
+    return Feedback(name, False, _("idf = ln(1 + (N − df + 0.5) / (df + 0.5)) with N = 40, df = 3 "
+                                   "(answers within 0.0001 count)"))
 
 
 def saturation_count(share: float = EXERCISE_2_SHARE, k1: float = Bm25Scorer.k1) -> int:
@@ -70,18 +73,20 @@ def saturation_count(share: float = EXERCISE_2_SHARE, k1: float = Bm25Scorer.k1)
 
 def check_saturation(answer: int | None) -> Feedback:
     """Exercise 2: how many repeats reach 90% of a term's maximum contribution (k1 = 1.2)."""
-    name = "exercise 2 (saturation)"
+    name = _("exercise 2 (saturation)")
     if answer is None:
         return not_answered(name)
     if not isinstance(answer, int) or isinstance(answer, bool):
-        return Feedback(name, False, "answer with a whole number of occurrences")
+        return Feedback(name, False, _("answer with a whole number of occurrences"))
     expected = saturation_count()
     if answer == expected:
-        return Feedback(name, True, f"{expected}/(11 + 1.2) ≥ 0.9 but 10/(10 + 1.2) < 0.9: "
-                                    "the 11th repeat is worth ~1% of the first")
-    direction = "more" if answer < expected else "fewer"
-    return Feedback(name, False, f"not quite — {direction}; at average length the part is "
-                                 "idf · tf·(k1+1)/(tf+k1), so solve tf/(tf+1.2) ≥ 0.9")
+        return Feedback(name, True, _("{expected}/(11 + 1.2) ≥ 0.9 but 10/(10 + 1.2) < 0.9: the "
+                                      "11th repeat is worth ~1% of the first")
+                                    .format(expected=expected))
+    direction = _("more") if answer < expected else _("fewer")
+    return Feedback(name, False, _("not quite — {direction}; at average length the part is idf · "
+                                   "tf·(k1+1)/(tf+k1), so solve tf/(tf+1.2) ≥ 0.9")
+                                 .format(direction=direction))
 
 
 def scorers_with_gold_first(text: str = EXERCISE_3_QUERY,
@@ -101,7 +106,7 @@ def scorers_with_gold_first(text: str = EXERCISE_3_QUERY,
 
 def check_winners(answer) -> Feedback:
     """Exercise 3: the set of scorers that still rank api-idempotency first without "header"."""
-    name = "exercise 3 (who still wins)"
+    name = _("exercise 3 (who still wins)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str):
@@ -109,26 +114,28 @@ def check_winners(answer) -> Feedback:
     try:
         got = set(answer)
     except TypeError:
-        return Feedback(name, False, "answer with a set of scorer names, e.g. {'bm25'}, "
-                                     "or set() for none")
+        return Feedback(name, False, _("answer with a set of scorer names, e.g. {'bm25'}, "
+                                       "or set() for none"))
     unknown = got - set(LEXICAL_SCORERS)
     if unknown:
-        return Feedback(name, False, f"unknown scorer(s) {sorted(unknown)}; "
-                                     f"use {', '.join(map(repr, LEXICAL_SCORERS))}")
+        return Feedback(name, False, _("unknown scorer(s) {unknown}; use {scorers}")
+                                     .format(unknown=sorted(unknown),
+                                             scorers=", ".join(map(repr, LEXICAL_SCORERS))))
     expected = set(scorers_with_gold_first())
     if got == expected:
         if expected == {"contextual"}:
-            return Feedback(name, True, "only contextual — for bm25 and bm25_recency idf makes "
-                                        "the question words cheap, not free, and five of them "
-                                        "in one chat outweigh 'idempotency' and 'key'; the "
-                                        "english analyzer drops them, so they add nothing")
-        return Feedback(name, True, f"{sorted(expected)}")
+            return Feedback(name, True, _("only contextual — for bm25 and bm25_recency idf makes "
+                                          "the question words cheap, not free, and five of them "
+                                          "in one chat outweigh 'idempotency' and 'key'; the "
+                                          "english analyzer drops them, so they add nothing"))
+        return Feedback(name, True, str(sorted(expected)))
     if "contextual" in expected and "contextual" not in got:
-        return Feedback(name, False, "look at the contextual rows: which of the question's "
-                                     "words does its analyzer keep?")
-    return Feedback(name, False, f"add up {EXERCISE_3_GOLD}'s BM25 parts without 'header' "
-                                 "(the per-term table) and compare them with the total of "
-                                 "the record that came second for the full question")
+        return Feedback(name, False, _("look at the contextual rows: which of the question's "
+                                       "words does its analyzer keep?"))
+    return Feedback(name, False, _("add up {gold}'s BM25 parts without 'header' (the "
+                                   "per-term table) and compare them with the total of the "
+                                   "record that came second for the full question")
+                                 .format(gold=EXERCISE_3_GOLD))
 
 
 # -- the layer build: analyzer, index and BM25 -------------------------------------------
@@ -201,11 +208,11 @@ class FusionExercise(BuildExercise):
 
 BUILD = (
     FusionExercise(
-        chapter="s12b", name="the fusion rule", reference=fuse_rankings,
+        chapter="s12b", name=N_("the fusion rule"), reference=fuse_rankings,
         inputs=FUSION_INPUTS, project=_fused_rows, describe=_describe_fusion,
-        hint="ranks start at 1; a part is weight·(k + 1)/(k + rank) rounded to 6 places, 0 "
-             "for an id not in that list; a repeated id counts at its first rank; keep every "
-             "id of either list; best total first, equal totals by memory id"),
+        hint=N_("ranks start at 1; a part is weight·(k + 1)/(k + rank) rounded to 6 places, 0 "
+                "for an id not in that list; a repeated id counts at its first rank; keep every "
+                "id of either list; best total first, equal totals by memory id")),
 )
 
 

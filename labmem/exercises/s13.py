@@ -28,6 +28,7 @@ from labmem.artifacts import (
     plan_cleanup,
 )
 from labmem.core.clock import FixedClock, parse_timestamp
+from labmem.core.i18n import _
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.contracts import ContractReport, assemble
 from labmem.exercises.suites.s13 import SUITE
@@ -130,72 +131,75 @@ def reconciled_phases() -> dict[str, str]:
 
 
 def check_externalized(answer: Any) -> Feedback:
-    name = "s13.1 externalized outputs"
+    name = _("s13.1 externalized outputs")
     if answer is None:
         return not_answered(name)
     if not isinstance(answer, (set, frozenset, list, tuple)):
-        return Feedback(name, False, "give a set of names from EXERCISE_1_OUTPUTS")
+        return Feedback(name, False, _("give a set of names from EXERCISE_1_OUTPUTS"))
     expected = externalized_names()
     if set(answer) == expected:
-        return Feedback(name, True, "bash is measured in characters, other tools in UTF-8 "
-                        "bytes (3 per CJK character, 4 per emoji)")
+        return Feedback(name, True, _("bash is measured in characters, other tools in UTF-8 "
+                          "bytes (3 per CJK character, 4 per emoji)"))
     if "bash, 20,000 Chinese characters" in set(answer):
-        return Feedback(name, False, "bash counts characters: 20,000 is under 30,000")
-    return Feedback(name, False, "count UTF-8 bytes for every tool except bash "
-                    "(limit 51,200), characters for bash (limit 30,000)")
+        return Feedback(name, False, _("bash counts characters: 20,000 is under 30,000"))
+    return Feedback(name, False, _("count UTF-8 bytes for every tool except bash "
+                      "(limit 51,200), characters for bash (limit 30,000)"))
 
 
 def check_deleted(answer: Any) -> Feedback:
-    name = "s13.2 cleanup deletions"
+    name = _("s13.2 cleanup deletions")
     if answer is None:
         return not_answered(name)
     if not isinstance(answer, (set, frozenset, list, tuple)):
-        return Feedback(name, False, "give a set of file labels such as {'A'}")
+        return Feedback(name, False, _("give a set of file labels such as {'A'}"))
     expected = deleted_files()
     given = set(answer)
     if given == expected:
-        return Feedback(name, True, "only unreferenced, intact files at least one day old go: "
-                        "B is exactly one day old, G's lease was aborted")
+        return Feedback(name, True, _("only unreferenced, intact files at least one day old go: "
+                          "B is exactly one day old, G's lease was aborted"))
     unknown = given - set(EXERCISE_2_FILES)
     if unknown:
-        return Feedback(name, False, f"no file is labelled {sorted(unknown)[0]!r}; use "
-                        f"{', '.join(EXERCISE_2_FILES)}")
+        return Feedback(name, False, _("no file is labelled {label!r}; use {files}")
+                                     .format(label=sorted(unknown)[0],
+                                             files=", ".join(EXERCISE_2_FILES)))
     if "D" in given:
-        return Feedback(name, False, "a pending (prepared) lease protects its artifact, "
-                        "whatever its age")
+        return Feedback(name, False, _("a pending (prepared) lease protects its artifact, "
+                          "whatever its age"))
     if "F" in given:
-        return Feedback(name, False, "a tampered file is kept as evidence, never deleted")
+        return Feedback(name, False, _("a tampered file is kept as evidence, never deleted"))
     if "E" in given:
-        return Feedback(name, False, "E's lease was released, so nothing protects it — but "
-                        "how old is it?")
+        return Feedback(name, False, _("E's lease was released, so nothing protects it — but "
+                          "how old is it?"))
     if "G" not in given:
-        return Feedback(name, False, "an aborted lease protects nothing")
+        return Feedback(name, False, _("an aborted lease protects nothing"))
     if "B" not in given:
-        return Feedback(name, False, "a file stays only while it is *younger* than the TTL")
-    return Feedback(name, False, "check each file: lease phase, digest, then age against "
-                    "one day")
+        return Feedback(name, False, _("a file stays only while it is *younger* than the TTL"))
+    return Feedback(name, False, _("check each file: lease phase, digest, then age against "
+                      "one day"))
 
 
 def check_reconciled(answer: Any) -> Feedback:
-    name = "s13.3 reconciliation"
+    name = _("s13.3 reconciliation")
     if answer is None:
         return not_answered(name)
     if not isinstance(answer, Mapping):
-        return Feedback(name, False, "give a dict: owner answer → phase name")
+        return Feedback(name, False, _("give a dict: owner answer → phase name"))
     expected = reconciled_phases()
     given = {key: getattr(value, "value", value) for key, value in answer.items()}
     if set(given) != set(expected):
-        return Feedback(name, False, f"answer for exactly these keys: {', '.join(expected)}")
+        return Feedback(name, False, _("answer for exactly these keys: {keys}")
+                                     .format(keys=", ".join(expected)))
     if given == expected:
-        return Feedback(name, True, "only a confirmed, matching answer settles a lease; "
-                        "'unknown' and a reference to other bytes keep it pending and protecting")
+        return Feedback(name, True, _("only a confirmed, matching answer settles a lease; "
+                                      "'unknown' and a reference to other bytes keep it "
+                                      "pending and protecting"))
     if given["unknown"] != expected["unknown"]:
-        return Feedback(name, False, "an unknown outcome must not release the artifact")
+        return Feedback(name, False, _("an unknown outcome must not release the artifact"))
     if given["published_other"] != expected["published_other"]:
-        return Feedback(name, False, "the owner holds a reference to *other* bytes: that "
-                        "confirms neither this claim nor its absence")
-    return Feedback(name, False, "a matching publication commits; a confirmed absence "
-                    "(sealed first) aborts")
+        return Feedback(name, False, _("the owner holds a reference to *other* bytes: that "
+                          "confirms neither this claim nor its absence"))
+    return Feedback(name, False, _("a matching publication commits; a confirmed absence "
+                      "(sealed first) aborts"))
 
 
 # -- building the layer ------------------------------------------------------------------

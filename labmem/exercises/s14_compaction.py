@@ -29,6 +29,7 @@ from labmem.context import (
     outline_messages,
 )
 from labmem.core.clock import FixedClock
+from labmem.core.i18n import _
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.contracts import ContractReport, assemble
 from labmem.exercises.suites.s14_compaction import SUITE
@@ -97,35 +98,37 @@ def applied_layers(token_threshold: int) -> tuple[str, ...]:
 
 def check_applied_layers(answer: Any) -> Feedback:
     """Exercise 1: threshold → the layers that run, in order."""
-    name = "s14.1 applied layers"
+    name = _("s14.1 applied layers")
     if answer is None:
         return not_answered(name)
     if not isinstance(answer, Mapping) or set(answer) != set(EXERCISE_1_THRESHOLDS):
-        return Feedback(name, False, "give a dict with one entry per threshold: "
-                        f"{', '.join(map(str, EXERCISE_1_THRESHOLDS))}")
+        return Feedback(name, False, _("give a dict with one entry per threshold: {thresholds}")
+                                     .format(thresholds=", ".join(map(str, EXERCISE_1_THRESHOLDS))))
     for threshold in EXERCISE_1_THRESHOLDS:
         given = answer[threshold]
         if isinstance(given, str) or not isinstance(given, Sequence):
-            return Feedback(name, False, f"threshold {threshold}: give a tuple of layer "
-                            "names, () for none")
+            return Feedback(name, False, _("threshold {threshold}: give a tuple of layer names, "
+                                           "() for none").format(threshold=threshold))
         unknown = [layer for layer in given if layer not in LAYERS]
         if unknown:
-            return Feedback(name, False, f"{unknown[0]!r} is not a layer; use "
-                            f"{', '.join(LAYERS)}")
+            return Feedback(name, False, _("{unknown!r} is not a layer; use {layers}")
+                                         .format(unknown=unknown[0], layers=", ".join(LAYERS)))
     for threshold in EXERCISE_1_THRESHOLDS:
         given, expected = tuple(answer[threshold]), applied_layers(threshold)
         if given == expected:
             continue
         if sorted(given, key=LAYERS.index) != list(given):
-            return Feedback(name, False, f"threshold {threshold}: layers always run in the "
-                            "order of LAYERS")
+            return Feedback(name, False, _("threshold {threshold}: layers always run in the "
+                                           "order of LAYERS").format(threshold=threshold))
         if len(given) > len(expected):
-            return Feedback(name, False, f"threshold {threshold}: too many — compaction "
-                            "stops as soon as the view is below the threshold")
-        return Feedback(name, False, f"threshold {threshold}: too few — a layer runs while "
-                        "the view is still at or above the threshold")
-    return Feedback(name, True, "each layer runs only while the view is still at or above "
-                    "the threshold, cheapest first")
+            return Feedback(name, False, _("threshold {threshold}: too many — compaction stops "
+                                           "as soon as the view is below the threshold")
+                                         .format(threshold=threshold))
+        return Feedback(name, False, _("threshold {threshold}: too few — a layer runs while the "
+                                       "view is still at or above the threshold")
+                                     .format(threshold=threshold))
+    return Feedback(name, True, _("each layer runs only while the view is still at or above "
+                      "the threshold, cheapest first"))
 
 
 # -- exercise 2: what a pointer resolves to ----------------------------------------------
@@ -168,22 +171,23 @@ def resolved_statuses() -> dict[str, str]:
 
 def check_statuses(answer: Any) -> Feedback:
     """Exercise 2: case → the source status the pointer resolves to."""
-    name = "s14.2 pointer statuses"
+    name = _("s14.2 pointer statuses")
     if answer is None:
         return not_answered(name)
     if not isinstance(answer, Mapping) or set(answer) != set(EXERCISE_2_CASES):
-        return Feedback(name, False, f"give a dict with the keys {', '.join(EXERCISE_2_CASES)}")
+        return Feedback(name, False, _("give a dict with the keys {keys}")
+                                     .format(keys=", ".join(EXERCISE_2_CASES)))
     expected = resolved_statuses()
     if dict(answer) == expected:
-        return Feedback(name, True, "changed bytes or a disagreeing digest are corrupt; a "
-                        "path that leaves the session, even to identical bytes, is denied")
+        return Feedback(name, True, _("changed bytes or a disagreeing digest are corrupt; a "
+                          "path that leaves the session, even to identical bytes, is denied"))
     if any(answer[case] == "available" for case in EXERCISE_2_CASES):
-        return Feedback(name, False, "none of these is available: every assembly re-checks "
-                        "the path and the digest with the owner")
+        return Feedback(name, False, _("none of these is available: every assembly re-checks "
+                          "the path and the digest with the owner"))
     if answer["symlink"] != expected["symlink"]:
-        return Feedback(name, False, "the symlink's bytes are identical — what matters is "
-                        "where the path leads")
-    return Feedback(name, False, "which state means 'the owner's record or digest is bad'?")
+        return Feedback(name, False, _("the symlink's bytes are identical — what matters is "
+                          "where the path leads"))
+    return Feedback(name, False, _("which state means 'the owner's record or digest is bad'?"))
 
 
 # -- exercise 3: exactly at the threshold -------------------------------------------------
@@ -196,16 +200,16 @@ def runs_at_threshold() -> bool:
 
 def check_runs_at_threshold(answer: Any) -> Feedback:
     """Exercise 3: True or False."""
-    name = "s14.3 at the threshold"
+    name = _("s14.3 at the threshold")
     if answer is None:
         return not_answered(name)
     if not isinstance(answer, bool):
-        return Feedback(name, False, "answer True or False")
+        return Feedback(name, False, _("answer True or False"))
     if answer == runs_at_threshold():
-        return Feedback(name, True, "layers run at or above the threshold; the view must be "
-                        "strictly below it to stop")
-    return Feedback(name, False, "try it: set token_threshold to estimate_messages_tokens(...) "
-                    "of a conversation and look at applied_layers")
+        return Feedback(name, True, _("layers run at or above the threshold; the view must be "
+                          "strictly below it to stop"))
+    return Feedback(name, False, _("try it: set token_threshold to estimate_messages_tokens(...) "
+                      "of a conversation and look at applied_layers"))
 
 
 # Exercise 5: one instruction, then this many tool rounds, under this policy.
@@ -233,21 +237,22 @@ def cleared_results() -> int:
 
 def check_cleared(answer: Any) -> Feedback:
     """Exercise 5: a whole number."""
-    name = "s14.5 tool rounds"
+    name = _("s14.5 tool rounds")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, bool) or not isinstance(answer, int):
-        return Feedback(name, False, "answer with a whole number of tool results")
+        return Feedback(name, False, _("answer with a whole number of tool results"))
     expected = cleared_results()
     if answer == expected:
-        return Feedback(name, True, "one turn, but twelve tool rounds: all but the "
-                        f"{EXERCISE_5_POLICY['keep_recent_tool_rounds']} most recent lose their "
-                        "result to a placeholder")
+        return Feedback(name, True, _("one turn, but twelve tool rounds: all but the "
+                                      "{keep_recent_tool_rounds} most recent lose their result "
+                                      "to a placeholder")
+                                    .format(keep_recent_tool_rounds=EXERCISE_5_POLICY['keep_recent_tool_rounds']))
     if answer == 0:
-        return Feedback(name, False, "it is one turn, but turn_pruning counts tool rounds too")
+        return Feedback(name, False, _("it is one turn, but turn_pruning counts tool rounds too"))
     if answer == EXERCISE_5_ROUNDS:
-        return Feedback(name, False, "keep_recent_tool_rounds rounds keep their results in full")
-    return Feedback(name, False, "count the rounds, then subtract the ones kept in full")
+        return Feedback(name, False, _("keep_recent_tool_rounds rounds keep their results in full"))
+    return Feedback(name, False, _("count the rounds, then subtract the ones kept in full"))
 
 
 # -- building the layer ------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import SteppingClock
+from labmem.core.i18n import _
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.contracts import ContractReport, assemble
 from labmem.exercises.suites.s14_mmu import SUITE
@@ -64,46 +65,48 @@ def _number(answer: object) -> bool:
 
 def check_factor_score(answer: float | None) -> Feedback:
     """Exercise 1: the default-weight score of :data:`EXERCISE_1_FACTORS`."""
-    name = "exercise 1 (factor score)"
+    name = _("exercise 1 (factor score)")
     if answer is None:
         return not_answered(name)
     expected = factor_score(Factors(**EXERCISE_1_FACTORS), FactorWeights())
     if not _number(answer):
-        return Feedback(name, False, f"expected a number, got {type(answer).__name__}")
+        return Feedback(name, False, _("expected a number, got {kind}")
+                                     .format(kind=type(answer).__name__))
     if abs(answer - expected) <= 1e-6:
-        return Feedback(name, True, f"{expected:.4f}: Σ weight·factor / Σ weight")
-    return Feedback(name, False, "multiply each factor by its weight (relevance 0.35, "
-                                 "importance 0.15, the rest 0.10) and divide by their sum")
+        return Feedback(name, True, _("{expected:.4f}: Σ weight·factor / Σ weight")
+                                    .format(expected=expected))
+    return Feedback(name, False, _("multiply each factor by its weight (relevance 0.35, "
+                                   "importance 0.15, the rest 0.10) and divide by their sum"))
 
 
 def check_recency(answer: float | None) -> Feedback:
     """Exercise 2: the recency factor of a page one day old, with a six-hour half-life."""
-    name = "exercise 2 (recency)"
+    name = _("exercise 2 (recency)")
     if answer is None:
         return not_answered(name)
     if not _number(answer):
-        return Feedback(name, False, f"expected a number between 0 and 1, "
-                                     f"got {type(answer).__name__}")
+        return Feedback(name, False, _("expected a number between 0 and 1, got {kind}")
+                                     .format(kind=type(answer).__name__))
     expected = recency(EXERCISE_2_AGE, EXERCISE_2_HALF_LIFE)
     if abs(answer - expected) <= 1e-6:
-        return Feedback(name, True, f"{expected}: one day is four six-hour half-lives, "
-                                    "and each one halves the factor")
+        return Feedback(name, True, _("{expected}: one day is four six-hour half-lives, and each "
+                                      "one halves the factor").format(expected=expected))
     if abs(answer - recency(EXERCISE_2_AGE)) <= 1e-6:
-        return Feedback(name, False, "that is the default one-day half-life; this MMU "
-                                     "was built with six hours")
-    return Feedback(name, False, "recency is 2 ** (-age / half_life): count how many "
-                                 "half-lives fit in the age first")
+        return Feedback(name, False, _("that is the default one-day half-life; this MMU "
+                                       "was built with six hours"))
+    return Feedback(name, False, _("recency is 2 ** (-age / half_life): count how many "
+                                   "half-lives fit in the age first"))
 
 
 def check_budget_fits(answer: tuple[bool, bool, bool] | None) -> Feedback:
     """Exercise 3: budget 100, used 60. Does a promotion needing 40, 41, 39 tokens fit?"""
-    name = "exercise 3 (budget boundary)"
+    name = _("exercise 3 (budget boundary)")
     if answer is None:
         return not_answered(name)
     expected = (True, False, True)
     if isinstance(answer, (tuple, list)) and tuple(answer) == expected:
-        return Feedback(name, True, "exactly equal fits; one over is rejected")
-    return Feedback(name, False, "the check is need <= budget and used <= budget - need")
+        return Feedback(name, True, _("exactly equal fits; one over is rejected"))
+    return Feedback(name, False, _("the check is need <= budget and used <= budget - need"))
 
 
 def exercise_4_records() -> list[tuple[str, str, str, MemoryRecord]]:
@@ -134,25 +137,25 @@ def exercise_4_rows() -> list[LossRow]:
 
 def check_needs_l2(answer: set[str] | None) -> Feedback:
     """Exercise 4: which of the exercise-4 notes must be loaded at L2 before a decision?"""
-    name = "exercise 4 (information loss)"
+    name = _("exercise 4 (information loss)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str) or not isinstance(answer, (set, list, tuple, frozenset)):
-        return Feedback(name, False, "answer with a set of case ids, e.g. {\"backups\"}")
+        return Feedback(name, False, _("answer with a set of case ids, e.g. {\"backups\"}"))
     expected = {row.case_id for row in exercise_4_rows() if row.needs_l2}
     got = set(answer)
     known = {case_id for case_id, _, _ in EXERCISE_4_CASES}
     if got - known:
-        return Feedback(name, False, f"unknown case ids {sorted(got - known)}; "
-                                     f"the cases are {sorted(known)}")
+        return Feedback(name, False, _("unknown case ids {unknown}; the cases are {cases}")
+                                     .format(unknown=sorted(got - known), cases=sorted(known)))
     if got == expected:
-        return Feedback(name, True, "a phrase that reaches past the cut is gone from L1, even "
-                                    "when only its last word does")
+        return Feedback(name, True, _("a phrase that reaches past the cut is gone from L1, even "
+                                      "when only its last word does"))
     if expected - got:
-        return Feedback(name, False, "a note longer than 160 characters is cut at the last "
-                                     "space before character 160 — check where that space is")
-    return Feedback(name, False, "a note of at most 160 characters is kept whole, and a phrase "
-                                 "that ends before the cut survives")
+        return Feedback(name, False, _("a note longer than 160 characters is cut at the last "
+                                       "space before character 160 — check where that space is"))
+    return Feedback(name, False, _("a note of at most 160 characters is kept whole, and a phrase "
+                                   "that ends before the cut survives"))
 
 
 # Exercise 6: four claims about one thing (same scope and origin key), written in this order.
@@ -179,26 +182,28 @@ def exercise_6_statuses() -> dict[str, str]:
 
 def check_current_claim(answer: dict[str, str] | None) -> Feedback:
     """Exercise 6: the status of each claim of :data:`EXERCISE_6_CLAIMS` after all four."""
-    name = "exercise 6 (what is true now)"
+    name = _("exercise 6 (what is true now)")
     if answer is None:
         return not_answered(name)
     labels = [label for label, _, _ in EXERCISE_6_CLAIMS]
     if not isinstance(answer, dict) or sorted(answer) != labels:
-        return Feedback(name, False, f"answer with a dict from each of {labels} to a status")
+        return Feedback(name, False, _("answer with a dict from each of {labels} to a status")
+                                     .format(labels=labels))
     unknown = sorted({v for v in answer.values() if v not in STATUSES}, key=str)
     if unknown:
-        return Feedback(name, False, f"{unknown} is not a status; statuses are "
-                                     f"{list(STATUSES)}")
+        return Feedback(name, False, _("{unknown} is not a status; statuses are {statuses}")
+                                     .format(unknown=unknown, statuses=list(STATUSES)))
     expected = exercise_6_statuses()
     if answer == expected:
-        return Feedback(name, True, "a claim replaces only claims of equal or lower rank; a "
-                                    "lower-ranked one waits as a pending conflict")
+        return Feedback(name, True, _("a claim replaces only claims of equal or lower rank; a "
+                                      "lower-ranked one waits as a pending conflict"))
     wrong = [label for label in labels if answer[label] != expected[label]]
     first = wrong[0]
     source = dict((label, src) for label, src, _ in EXERCISE_6_CLAIMS)[first]
-    return Feedback(name, False, f"claim {first!r} ({source}) is not {answer[first]!r}: compare "
-                                 "its source's rank with the rank of the claim that was "
-                                 "current when it arrived")
+    return Feedback(name, False, _("claim {first!r} ({source}) is not {answer!r}: compare its "
+                                   "source's rank with the rank of the claim that was current "
+                                   "when it arrived")
+                                 .format(first=first, source=source, answer=answer[first]))
 
 
 # -- building the layer ------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from labmem.agents import MEMORY_TOOL_TURNS, TOOL_SPECS, MemoryDirectory, MemoryToolError
 from labmem.core.clock import SteppingClock
+from labmem.core.i18n import _
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.contracts import ContractReport, assemble
 from labmem.exercises.suites.s15 import SUITE, implementation
@@ -66,28 +67,28 @@ def undo_outcomes() -> dict[int, bool]:
 def check_undos(answer: Iterable[int] | None) -> Feedback:
     """Exercise 1: which of ``undo(2)``, ``undo(4)``, ``undo(8)``, ``undo(9)``,
     ``undo(10)`` succeed, each tried on its own right after Stage 1?"""
-    name = "s15.1 which undos succeed"
+    name = _("s15.1 which undos succeed")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, (str, int)):
-        return Feedback(name, False, "answer with a set of seq numbers, e.g. {2, 8}")
+        return Feedback(name, False, _("answer with a set of seq numbers, e.g. {2, 8}"))
     got = set(answer)
     expected = {seq for seq, ok in undo_outcomes().items() if ok}
     if got == expected:
-        return Feedback(name, True, "an undo needs every file it touched to be exactly as "
-                                    "the command left it: 4 was the last change to "
-                                    "decisions.md, and 9's two paths are as it left them "
-                                    "since undo(10) put the moved file back")
+        return Feedback(name, True, _("an undo needs every file it touched to be exactly as "
+                                      "the command left it: 4 was the last change to "
+                                      "decisions.md, and 9's two paths are as it left them "
+                                      "since undo(10) put the moved file back"))
     if 2 in got:
-        return Feedback(name, False, "commands 3 and 4 changed decisions.md after command 2")
+        return Feedback(name, False, _("commands 3 and 4 changed decisions.md after command 2"))
     if 10 in got:
-        return Feedback(name, False, "command 10 deleted a file that undo(10) has put back: "
-                                     "is the file as command 10 left it?")
+        return Feedback(name, False, _("command 10 deleted a file that undo(10) has put back: "
+                                       "is the file as command 10 left it?"))
     if 8 in got:
-        return Feedback(name, False, "command 8 created /memories/scratch.md; where is that "
-                                     "file now?")
-    return Feedback(name, False, "for each command, compare every path it changed with what "
-                                 "is there now: an undo succeeds only if nothing changed since")
+        return Feedback(name, False, _("command 8 created /memories/scratch.md; where is that "
+                                       "file now?"))
+    return Feedback(name, False, _("for each command, compare every path it changed with what "
+                                   "is there now: an undo succeeds only if nothing changed since"))
 
 
 def required_fields(tool: str) -> tuple[str, ...]:
@@ -96,16 +97,16 @@ def required_fields(tool: str) -> tuple[str, ...]:
 
 def check_required_fields(answer: Sequence[str] | None) -> Feedback:
     """Exercise 2: which arguments must a set_preference call carry?"""
-    name = "s15.2 required arguments"
+    name = _("s15.2 required arguments")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str):
-        return Feedback(name, False, "answer with a list of argument names")
+        return Feedback(name, False, _("answer with a list of argument names"))
     expected = required_fields("set_preference")
     if sorted(answer) == sorted(expected):
-        return Feedback(name, True, "key and value; expires_at and source_event_id are "
-                                    "optional, and any other name is refused")
-    return Feedback(name, False, "read the 'required' list of the set_preference schema")
+        return Feedback(name, True, _("key and value; expires_at and source_event_id are "
+                                      "optional, and any other name is refused"))
+    return Feedback(name, False, _("read the 'required' list of the set_preference schema"))
 
 
 # -- building the layer ------------------------------------------------------------------

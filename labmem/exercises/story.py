@@ -16,6 +16,7 @@ from typing import Any
 
 from labmem import story as library
 from labmem.core.clock import SteppingClock
+from labmem.core.i18n import _
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.contracts import ContractReport, assemble
 from labmem.scratch import story as scratch
@@ -77,36 +78,37 @@ def replay_exercise_2() -> tuple[int, int]:
 
 def check_upsert_actions(answer: Sequence[str] | None) -> Feedback:
     """Exercise 1: the action of each claim: created/superseded/contradicted/late/unchanged."""
-    name = "exercise 1 (upsert actions)"
+    name = _("exercise 1 (upsert actions)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str):
-        return Feedback(name, False, "answer with a list of actions, one per claim")
+        return Feedback(name, False, _("answer with a list of actions, one per claim"))
     expected = replay_exercise_1()
     got = list(answer)
     if got == expected:
-        return Feedback(name, True, "story order decides: an older chapter arriving late is "
-                                    "filed as history, two values in one chapter contradict")
+        return Feedback(name, True, _("story order decides: an older chapter arriving late is "
+                                      "filed as history, two values in one chapter contradict"))
     if len(got) != len(expected):
-        return Feedback(name, False, f"there are {len(expected)} claims; you gave {len(got)}")
+        return Feedback(name, False, _("there are {count} claims; you gave {count2}")
+                                     .format(count=len(expected), count2=len(got)))
     first = next(i for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e)
-    return Feedback(name, False, f"claim {first + 1} is wrong — compare its chapter with the "
-                                 "newest chapter already claimed for the key")
+    return Feedback(name, False, _("claim {first} is wrong — compare its chapter with the newest "
+                                   "chapter already claimed for the key").format(first=first + 1))
 
 
 def check_folded_summaries(answer: int | None) -> Feedback:
     """Exercise 2: how many summary facts does the compactor create?"""
-    name = "exercise 2 (folded summaries)"
+    name = _("exercise 2 (folded summaries)")
     if answer is None:
         return not_answered(name)
     if not isinstance(answer, int) or isinstance(answer, bool):
-        return Feedback(name, False, "answer with a whole number")
+        return Feedback(name, False, _("answer with a whole number"))
     folded, left = replay_exercise_2()
     if answer == folded:
-        return Feedback(name, True, f"one per old chapter, the lone events too; {left} recent "
-                                    "events stay as timeline items")
-    return Feedback(name, False, "events older than chapter − window fold into one summary per "
-                                 "chapter — does a chapter with a single event count?")
+        return Feedback(name, True, _("one per old chapter, the lone events too; {left} recent "
+                                      "events stay as timeline items").format(left=left))
+    return Feedback(name, False, _("events older than chapter − window fold into one summary per "
+                                   "chapter — does a chapter with a single event count?"))
 
 
 def replay_exercise_3() -> tuple[str, ...]:
@@ -130,24 +132,26 @@ def replay_exercise_3() -> tuple[str, ...]:
 
 def check_cut_tiers(answer: Sequence[str] | None) -> Feedback:
     """Exercise 3: with a budget of 400, which tiers of the chapter-10 pack lose a line?"""
-    name = "exercise 3 (cut tiers)"
+    name = _("exercise 3 (cut tiers)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str) or not isinstance(answer, (set, frozenset, list, tuple)):
-        return Feedback(name, False, "answer with a set of tier names, e.g. {\"warnings\"}")
+        return Feedback(name, False, _("answer with a set of tier names, e.g. {\"warnings\"}"))
     got = set(answer)
     if got - set(CUT_TIERS):
-        return Feedback(name, False, f"{sorted(got - set(CUT_TIERS))} are not tiers; the "
-                                     f"tiers are {', '.join(CUT_TIERS)}")
+        return Feedback(name, False, _("{unknown} are not tiers; the tiers are {tiers}")
+                                     .format(unknown=sorted(got - set(CUT_TIERS)),
+                                             tiers=", ".join(CUT_TIERS)))
     expected = replay_exercise_3()
     if got == set(expected):
-        return Feedback(name, True, "whole tiers go in CUT_TIERS order, and the cut stops "
-                                    "inside the first tier that brings the pack under budget")
+        return Feedback(name, True, _("whole tiers go in CUT_TIERS order, and the cut stops "
+                                      "inside the first tier that brings the pack under budget"))
     if set(expected) < got:
-        return Feedback(name, False, "too many: the cut stops as soon as the pack fits — "
-                                     "subtract the tiers' tokens in order and stop at the budget")
-    return Feedback(name, False, "too few: after a whole tier is gone, is the pack under the "
-                                 "budget yet? If not, the next tier loses lines too")
+        return Feedback(name, False, _("too many: the cut stops as soon as the pack fits — "
+                                       "subtract the tiers' tokens in order and stop at the "
+                                       "budget"))
+    return Feedback(name, False, _("too few: after a whole tier is gone, is the pack under the "
+                                   "budget yet? If not, the next tier loses lines too"))
 
 
 # -- building the layer ------------------------------------------------------------------

@@ -28,6 +28,7 @@ from labmem.artifacts import (
     ToolResultExternalizer,
 )
 from labmem.core.clock import FixedClock, parse_timestamp
+from labmem.core.i18n import N_, _
 from labmem.core.provenance import MemorySource
 from labmem.exercises import Feedback, not_answered
 from labmem.exercises.build import BuildExercise
@@ -81,26 +82,27 @@ def replay_exercise_1() -> tuple[str, str, str]:
 def check_reconciliation(answer: Sequence[str] | None) -> Feedback:
     """Exercise 1: for tx-a, tx-b, tx-c, what ``reconcile_pending`` does: commit, abort
     or pending."""
-    name = "exercise 1 (reconciliation after a crash)"
+    name = _("exercise 1 (reconciliation after a crash)")
     if answer is None:
         return not_answered(name)
     if isinstance(answer, str) or not isinstance(answer, Sequence) or len(answer) != 3 \
             or any(a not in EXERCISE_1_CHOICES for a in answer):
-        return Feedback(name, False, "answer with three words, one per transaction, each "
-                                     f"one of {EXERCISE_1_CHOICES}")
+        return Feedback(name, False, _("answer with three words, one per transaction, each one "
+                                       "of {choices}")
+                                     .format(choices=EXERCISE_1_CHOICES))
     expected = replay_exercise_1()
     got = tuple(answer)
     if got == expected:
-        return Feedback(name, True, "published with the same digest commits; absent is "
-                                    "sealed, then aborted; unknown keeps protecting")
+        return Feedback(name, True, _("published with the same digest commits; absent is "
+                                      "sealed, then aborted; unknown keeps protecting"))
     if got[2] == "abort":
-        return Feedback(name, False, "tx-c: the workspace holds a fact it cannot read a digest "
-                                     "from — is that the same as holding nothing?")
+        return Feedback(name, False, _("tx-c: the workspace holds a fact it cannot read a digest "
+                                       "from — is that the same as holding nothing?"))
     if got[1] != expected[1]:
-        return Feedback(name, False, "tx-b: the owner definitely holds nothing; what makes it "
-                                     "safe to let the artifact go?")
-    return Feedback(name, False, "ask the owner's question for each transaction first "
-                                 "(published, absent or unknown), then apply the lease rule")
+        return Feedback(name, False, _("tx-b: the owner definitely holds nothing; what makes it "
+                                       "safe to let the artifact go?"))
+    return Feedback(name, False, _("ask the owner's question for each transaction first "
+                                   "(published, absent or unknown), then apply the lease rule"))
 
 
 # -- build it yourself ------------------------------------------------------------------
@@ -143,8 +145,8 @@ BUILD = (
     BuildExercise(
         chapter="walkthrough", name="reference_status", reference=reference_status,
         inputs=st.tuples(_FACTS), describe=_describe, project=_status,
-        hint="unknown is not absent: a stored fact proves a publication only when it names "
-             "its source and exactly one digest"),
+        hint=N_("unknown is not absent: a stored fact proves a publication only when it names "
+                "its source and exactly one digest")),
 )
 
 

@@ -68,6 +68,10 @@ def test_the_runtime_catalogue_is_complete_and_compiled():
     assert TOOL.RUNTIME_MO.read_bytes() == TOOL.mo_bytes(), "labmem.mo is stale: run `make zh`"
 
 
+def test_a_label_shown_in_two_chapters_is_translated_one_way():
+    assert TOOL.label_conflicts() == []
+
+
 def test_the_bundled_font_draws_every_character_a_figure_may_show():
     lacking = TOOL.figure_characters() - TOOL.font_characters()
     assert not lacking, f"{len(lacking)} characters lack a glyph: {''.join(sorted(lacking)[:20])}"

@@ -186,3 +186,16 @@ def test_the_glossary_terms_are_required_where_the_english_uses_them(repo):
     assert TOOL.missing_terms(source) == [("transcript", "会话记录")]
     _translate(path, {"The transcript is the evidence.": "会话记录就是证据。"})
     assert TOOL.missing_terms(source) == []
+
+
+def test_a_label_translated_two_ways_is_reported(repo):
+    code = 'plt.title(label("recall by scorer"))'
+    for name in ("s01", "s02"):
+        (repo / "notebooks" / f"{name}.ipynb").write_text(json.dumps(_notebook(code=code)),
+                                                          encoding="utf-8")
+    TOOL.update(["notebooks/s01.ipynb", "notebooks/s02.ipynb"], runtime=False)
+    _translate(TOOL.catalogue_path("notebooks/s01.ipynb"), {"recall by scorer": "recall"})
+    _translate(TOOL.catalogue_path("notebooks/s02.ipynb"), {"recall by scorer": "recall!"})
+    assert len(TOOL.label_conflicts()) == 1 and "s02.po" in TOOL.label_conflicts()[0]
+    _translate(TOOL.catalogue_path("notebooks/s02.ipynb"), {"recall by scorer": "recall"})
+    assert TOOL.label_conflicts() == []

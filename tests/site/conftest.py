@@ -98,7 +98,8 @@ def _build_decks(out: Path) -> None:
     build_decks = load_tool("build_decks")
     out.mkdir(parents=True, exist_ok=True)
     build_decks.copy_reveal(out)
-    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(
+            (ROOT / "notebooks" / "zh").glob("*.ipynb")):
         build_decks.export(notebook, out)
 
 

@@ -22,8 +22,10 @@ def html_name(staged: str) -> str:
 
 def site_order(names: dict[str, str]) -> list[str]:
     """Every page in the order previous/next walks it: the home page, the chapters in
-    reading order, the glossary, the solutions index and the solutions."""
-    chapters = [html_name(names[f"notebooks/{n}"]) for n in reading_order()]
+    reading order, the glossary, the solutions index and the solutions (``names`` from
+    build_site.staged_names, of either edition)."""
+    folder = next(k for k, v in names.items() if v == "index.ipynb").rsplit("/", 1)[0]
+    chapters = [html_name(names[f"{folder}/{n}"]) for n in reading_order()]
     solutions = [html_name(s) for s in names.values()
                  if s.startswith("solutions/") and s.endswith(".ipynb")]
     return [*chapters, "glossary.html", "solutions/index.html", *solutions]

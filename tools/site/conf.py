@@ -5,6 +5,7 @@ pages show exactly the outputs that strict nbval checks. Everything a page needs
 into the build, so it opens offline, from files or from `python -m http.server`.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ author = "the labmem authors"
 copyright = "the labmem authors"  # noqa: A001 (Sphinx's name for it)
 language = "en"
 
-extensions = ["myst_nb", "figure_alt"]
+extensions = ["myst_nb", "figure_alt", "language_switch"]
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 
@@ -51,3 +52,20 @@ html_theme_options = {
     "navigation_with_keys": False,
     "extra_footer": "Built from the committed notebooks; every page works offline.",
 }
+
+# the edition tools/build_site.py is building: "en" here, "zh" in <out>/zh
+labmem_edition = os.environ.get("LABMEM_SITE_EDITION", "en")
+if labmem_edition == "zh":
+    language = "zh_CN"  # the theme's own words (搜索, 上一页) and <html lang>
+    project = html_title = "labmem — AI 智能体如何记忆"
+    html_theme_options["extra_footer"] = "由提交的 notebook 构建；每一页都可离线阅读。"
+    # Sphinx's Chinese search: jieba cuts the text into words for the index; the glossary's
+    # Chinese terms are added to its dictionary so that each is indexed as one word
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # its notes on loading the dictionary are not warnings
+    extensions.append("chinese_search")
+    html_search_language = "zh"
+    html_search_options = {"dict": os.environ["LABMEM_SITE_SEARCH_DICT"]}

@@ -28,6 +28,7 @@ from typing import Any
 
 from labmem import transcript as production
 from labmem.core.clock import SteppingClock, format_timestamp
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import s09 as scratch_module
 
@@ -493,34 +494,34 @@ def only_evidence_can_be_selected(impl: Any) -> None:
                      "title]")
 
 
-SUITE = ContractSuite("transcript", (
-    Contract("each append gets the next sequence, its event id, the session and the clock's "
-             "time", each_append_gets_its_envelope),
-    Contract("a payload that sets an envelope field is refused and nothing is written",
+SUITE = ContractSuite(N_("transcript"), (
+    Contract(N_("each append gets the next sequence, its event id, the session and the clock's "
+                "time"), each_append_gets_its_envelope),
+    Contract(N_("a payload that sets an envelope field is refused and nothing is written"),
              envelope_fields_are_refused),
-    Contract("an unknown type, a missing or extra field, or a wrong-typed field is refused "
-             "before anything is written", bad_payloads_are_refused),
-    Contract("a tool call gets exactly one result, and a call id is used once",
+    Contract(N_("an unknown type, a missing or extra field, or a wrong-typed field is refused "
+                "before anything is written"), bad_payloads_are_refused),
+    Contract(N_("a tool call gets exactly one result, and a call id is used once"),
              a_call_gets_one_result),
-    Contract("what was appended reads back equal from a fresh reader, line separators "
-             "inside text included", appended_events_read_back),
-    Contract("a torn last line is ignored on read and reported by replay",
+    Contract(N_("what was appended reads back equal from a fresh reader, line separators "
+                "inside text included"), appended_events_read_back),
+    Contract(N_("a torn last line is ignored on read and reported by replay"),
              torn_tail_is_ignored),
-    Contract("a torn last line is repaired before the next append", torn_tail_is_repaired),
-    Contract("a complete line that does not parse is corruption naming its line",
+    Contract(N_("a torn last line is repaired before the next append"), torn_tail_is_repaired),
+    Contract(N_("a complete line that does not parse is corruption naming its line"),
              unparsable_line_is_corruption),
-    Contract("a line out of sequence or of another session is corruption naming its line",
+    Contract(N_("a line out of sequence or of another session is corruption naming its line"),
              misplaced_line_is_corruption),
-    Contract("replay folds events into role messages, a call only once its result is there",
+    Contract(N_("replay folds events into role messages, a call only once its result is there"),
              replay_folds_events_into_messages),
-    Contract("a window keeps the last max_items messages, never starts with an orphaned "
-             "tool result, and counts what it leaves out", window_never_starts_with_an_orphan),
-    Contract("replay_state is the fold of every stored event",
+    Contract(N_("a window keeps the last max_items messages, never starts with an orphaned "
+                "tool result, and counts what it leaves out"), window_never_starts_with_an_orphan),
+    Contract(N_("replay_state is the fold of every stored event"),
              replay_state_is_the_fold_of_every_event),
-    Contract("lookup finds every event by its id, and nothing else",
+    Contract(N_("lookup finds every event by its id, and nothing else"),
              lookup_finds_every_event_and_nothing_else),
-    Contract("a memory candidate points at a message or snapshot by its id, never copying it",
+    Contract(N_("a memory candidate points at a message or snapshot by its id, never copying it"),
              candidate_points_at_its_event),
-    Contract("reasoning, tool events, titles, unknown ids and blank text cannot become "
-             "candidates", only_evidence_can_be_selected),
+    Contract(N_("reasoning, tool events, titles, unknown ids and blank text cannot become "
+                "candidates"), only_evidence_can_be_selected),
 ))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import FixedClock, parse_timestamp
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
 from labmem.scratch import s10 as scratch
 
@@ -350,34 +351,34 @@ def _resolution_dated(impl: Any) -> None:
                           f"stale {report['stale']}, conflicts {report['conflicts']}")
 
 
-SUITE = ContractSuite("workspace memory", (
-    Contract("a logged fact is one fsynced JSON line, read back as it was logged",
+SUITE = ContractSuite(N_("workspace memory"), (
+    Contract(N_("a logged fact is one fsynced JSON line, read back as it was logged"),
              _logged_fact_reads_back),
-    Contract("a torn last line is ignored on read and cut before the next append",
+    Contract(N_("a torn last line is ignored on read and cut before the next append"),
              _torn_tail),
-    Contract("a damaged complete line is refused with its line number, never skipped",
+    Contract(N_("a damaged complete line is refused with its line number, never skipped"),
              _damaged_line),
-    Contract("a fact dated later than the clock's now is refused", _future_refused),
-    Contract("a group is promoted when one fact is important enough or its distinct "
-             "evidence ids reach the repeat threshold", _promoted_when_important_or_repeated),
-    Contract("a fact that names no evidence is one piece of evidence of its own",
+    Contract(N_("a fact dated later than the clock's now is refused"), _future_refused),
+    Contract(N_("a group is promoted when one fact is important enough or its distinct "
+                "evidence ids reach the repeat threshold"), _promoted_when_important_or_repeated),
+    Contract(N_("a fact that names no evidence is one piece of evidence of its own"),
              _no_evidence_is_its_own),
-    Contract("only facts at or before the cutoff and of a stable kind are distilled",
+    Contract(N_("only facts at or before the cutoff and of a stable kind are distilled"),
              _cutoff_and_kinds),
-    Contract("two wordings of one fact with two evidence ids merge into one entry that "
-             "keeps both", _repeats_merge),
-    Contract("a second distill with the same arguments changes nothing",
+    Contract(N_("two wordings of one fact with two evidence ids merge into one entry that "
+                "keeps both"), _repeats_merge),
+    Contract(N_("a second distill with the same arguments changes nothing"),
              _second_distill_changes_nothing),
-    Contract("rival evidence not newer than the active revision is stale and cannot roll "
-             "the key back", _stale),
-    Contract("a rival value with enough newer distinct evidence supersedes, and the chain "
-             "links both ways", _supersedes),
-    Contract("equally strong strongest rivals fail closed: a conflict, the key unchanged",
+    Contract(N_("rival evidence not newer than the active revision is stale and cannot roll "
+                "the key back"), _stale),
+    Contract(N_("a rival value with enough newer distinct evidence supersedes, and the chain "
+                "links both ways"), _supersedes),
+    Contract(N_("equally strong strongest rivals fail closed: a conflict, the key unchanged"),
              _fails_closed),
-    Contract("a resolution names the conflict's base revision, and a settled conflict is "
-             "not reopened", _resolution_guarded),
-    Contract("a resolved revision is dated at the newest evidence of every candidate, so "
-             "the rivals the human saw are stale", _resolution_dated),
+    Contract(N_("a resolution names the conflict's base revision, and a settled conflict is "
+                "not reopened"), _resolution_guarded),
+    Contract(N_("a resolved revision is dated at the newest evidence of every candidate, so "
+                "the rivals the human saw are stale"), _resolution_dated),
 ))
 
 #: The chapter's from-scratch module is an implementation as it stands.

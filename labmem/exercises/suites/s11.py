@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from labmem.core.clock import FixedClock, parse_timestamp
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect
 
 T0 = parse_timestamp("2026-08-01T00:00:00Z", field="T0")
@@ -408,31 +409,33 @@ def _doubled_line_refused(layer: Layer) -> None:
                              f", got {got!r}")
 
 
-SUITE = ContractSuite("user memory", (
-    Contract("a user's directory is named by a digest of the user id, never the id",
+SUITE = ContractSuite(N_("user memory"), (
+    Contract(N_("a user's directory is named by a digest of the user id, never the id"),
              _scoped_directory),
-    Contract("the first set of a key is created at revision 1, and a fresh reader sees it",
+    Contract(N_("the first set of a key is created at revision 1, and a fresh reader sees it"),
              _first_set_created),
-    Contract("a repeat of the stored state is unchanged and writes nothing, whatever its "
-             "time", _repeat_unchanged),
-    Contract("a change later than the stored revision is updated at the next revision",
+    Contract(N_("a repeat of the stored state is unchanged and writes nothing, whatever its "
+                "time"), _repeat_unchanged),
+    Contract(N_("a change later than the stored revision is updated at the next revision"),
              _later_change_updated),
-    Contract("a change not later than the stored revision is refused as stale",
+    Contract(N_("a change not later than the stored revision is refused as stale"),
              _not_later_stale),
-    Contract("a delete leaves a tombstone that refuses an older write", _tombstone_refuses_older),
-    Contract("after a tombstone a delete is unchanged and a set re-creates the key",
+    Contract(N_("a delete leaves a tombstone that refuses an older write"),
+             _tombstone_refuses_older),
+    Contract(N_("after a tombstone a delete is unchanged and a set re-creates the key"),
              _after_tombstone),
-    Contract("a preference is active while as_of < expires_at", _expiry_boundary),
-    Contract("MEMORY.md shows the active preferences by key, and no deleted or expired one",
+    Contract(N_("a preference is active while as_of < expires_at"), _expiry_boundary),
+    Contract(N_("MEMORY.md shows the active preferences by key, and no deleted or expired one"),
              _memory_md),
-    Contract("every write reads the log again, so two objects for one user lose nothing",
+    Contract(N_("every write reads the log again, so two objects for one user lose nothing"),
              _reads_again),
-    Contract("a write takes the user's lock before it reads, so queued writers lose nothing",
+    Contract(N_("a write takes the user's lock before it reads, so queued writers lose nothing"),
              _locked_read_modify_write),
-    Contract("another user's files copied into a directory are refused", _foreign_files_refused),
-    Contract("a torn last line is left out on read and cut before the next append",
+    Contract(N_("another user's files copied into a directory are refused"),
+             _foreign_files_refused),
+    Contract(N_("a torn last line is left out on read and cut before the next append"),
              _torn_tail),
-    Contract("a doubled line in the log is refused with its line number",
+    Contract(N_("a doubled line in the log is refused with its line number"),
              _doubled_line_refused),
 ))
 

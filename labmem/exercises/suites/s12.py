@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
 
 AS_OF = datetime(2026, 8, 1, 12, 0, tzinfo=UTC)
@@ -391,31 +392,31 @@ def render_escapes(impl) -> None:
         raise _broken("no hits", "an empty string", "a block")
 
 
-SUITE = ContractSuite("recall layer", (
-    Contract("a record is read back, equal, by a fresh store", read_back),
-    Contract("a second record with a stored memory_id is refused and the file is unchanged",
+SUITE = ContractSuite(N_("recall layer"), (
+    Contract(N_("a record is read back, equal, by a fresh store"), read_back),
+    Contract(N_("a second record with a stored memory_id is refused and the file is unchanged"),
              duplicate_refused),
-    Contract("a torn last line is ignored on read and cut off before the next append",
+    Contract(N_("a torn last line is ignored on read and cut off before the next append"),
              torn_tail),
-    Contract("a complete line that does not parse refuses the file, naming its line",
+    Contract(N_("a complete line that does not parse refuses the file, naming its line"),
              corrupt_line),
-    Contract("a line of another user's scope refuses the whole file", foreign_line),
-    Contract("a query with no searchable term is refused, never answered with everything",
+    Contract(N_("a line of another user's scope refuses the whole file"), foreign_line),
+    Contract(N_("a query with no searchable term is refused, never answered with everything"),
              no_terms_refused),
-    Contract("a candidate is a conversation record sharing a whole term with the query "
-             "(title, summary or content); profiles are never searched",
+    Contract(N_("a candidate is a conversation record sharing a whole term with the query "
+                "(title, summary or content); profiles are never searched"),
              candidates_are_term_overlap),
-    Contract("recall refuses a record of another user's scope", scope_rechecked),
-    Contract("the score is 0.85 × coverage + 0.15 × recency from captured_at, each part "
-             "rounded to 6 places", breakdown_formula),
-    Contract("the rank key orders total ↓, coverage ↓, captured_at ↓, memory_id ↑",
+    Contract(N_("recall refuses a record of another user's scope"), scope_rechecked),
+    Contract(N_("the score is 0.85 × coverage + 0.15 × recency from captured_at, each part "
+                "rounded to 6 places"), breakdown_formula),
+    Contract(N_("the rank key orders total ↓, coverage ↓, captured_at ↓, memory_id ↑"),
              rank_key_order),
-    Contract("recall keeps at most limit hits, ranked from 1, whatever the storage order",
+    Contract(N_("recall keeps at most limit hits, ranked from 1, whatever the storage order"),
              limit_and_storage_order),
-    Contract("every hit carries its record's provenance and scope", hits_carry_provenance),
-    Contract("recall never writes: the file is byte-identical after recalls",
+    Contract(N_("every hit carries its record's provenance and scope"), hits_carry_provenance),
+    Contract(N_("recall never writes: the file is byte-identical after recalls"),
              recall_never_writes),
-    Contract("stored text cannot break out of the rendered block", render_escapes),
+    Contract(N_("stored text cannot break out of the rendered block"), render_escapes),
 ))
 
 

@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import Any
 
 import labmem.scratch.s12b
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
 
 USER = "lin"
@@ -338,30 +339,30 @@ def _plain_text(text: str):
     return term_frequencies(text)
 
 
-SUITE = ContractSuite("analyzer, index and BM25", (
-    Contract("the plain analyzer counts every term of a text", plain_counts_every_term),
-    Contract("a stop word is dropped and every other term keeps its count",
+SUITE = ContractSuite(N_("analyzer, index and BM25"), (
+    Contract(N_("the plain analyzer counts every term of a text"), plain_counts_every_term),
+    Contract(N_("a stop word is dropped and every other term keeps its count"),
              stop_words_are_dropped),
-    Contract("forms with one stem merge into one term (stop words are checked first)",
+    Contract(N_("forms with one stem merge into one term (stop words are checked first)"),
              stems_are_merged),
-    Contract("a term's postings name each record holding it once, with its count, in "
-             "store order", postings_once_with_counts),
-    Contract("a record's length counts its term occurrences, title included",
+    Contract(N_("a term's postings name each record holding it once, with its count, in "
+                "store order"), postings_once_with_counts),
+    Contract(N_("a record's length counts its term occurrences, title included"),
              lengths_count_occurrences),
-    Contract("idf is ln(1 + (N − df + ½) / (df + ½))", idf_formula),
-    Contract("a term's part saturates with its count (k1) and is discounted by length (b)",
+    Contract(N_("idf is ln(1 + (N − df + ½) / (df + ½))"), idf_formula),
+    Contract(N_("a term's part saturates with its count (k1) and is discounted by length (b)"),
              term_weight_formula),
-    Contract("the candidates are the records that share a term with the query",
+    Contract(N_("the candidates are the records that share a term with the query"),
              candidates_share_a_term),
-    Contract("a hit's score is the sum of its terms' BM25 parts, each in the breakdown",
+    Contract(N_("a hit's score is the sum of its terms' BM25 parts, each in the breakdown"),
              score_is_the_sum_of_parts),
-    Contract("equal scores are ordered newest first, then by id, whatever the store order",
+    Contract(N_("equal scores are ordered newest first, then by id, whatever the store order"),
              ties_follow_the_rank_key),
-    Contract("a recall returns at most limit hits, ranked from 1", limit_and_ranks),
-    Contract("another user's record is refused, never counted", other_users_are_refused),
-    Contract("the analyzer applies to the records and the query alike",
+    Contract(N_("a recall returns at most limit hits, ranked from 1"), limit_and_ranks),
+    Contract(N_("another user's record is refused, never counted"), other_users_are_refused),
+    Contract(N_("the analyzer applies to the records and the query alike"),
              analyzer_on_both_sides),
-    Contract("a query of stop words only has no hits and says why",
+    Contract(N_("a query of stop words only has no hits and says why"),
              stop_words_only_is_empty),
 ))
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from labmem import artifacts as production
 from labmem.core.clock import FixedClock, SteppingClock, parse_timestamp
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import s13 as scratch_module
 
@@ -550,34 +551,34 @@ def applying_deletes_exactly_the_plan(impl: Any) -> None:
                     list(impl.apply_cleanup(session, plan)), [])
 
 
-SUITE = ContractSuite("artifact layer", (
-    Contract("output up to its limit stays inline: bash counts characters, other tools UTF-8 "
-             "bytes", small_output_stays_inline),
-    Contract("a large output goes to a file and the context gets a bounded pointer naming its "
-             "source id and digest (for bash, the tail too)",
+SUITE = ContractSuite(N_("artifact layer"), (
+    Contract(N_("output up to its limit stays inline: bash counts characters, other tools UTF-8 "
+                "bytes"), small_output_stays_inline),
+    Contract(N_("a large output goes to a file and the context gets a bounded pointer naming its "
+                "source id and digest (for bash, the tail too)"),
              large_output_leaves_a_bounded_pointer),
-    Contract("a body is written once under a new name, never overwritten, and dated by the "
-             "clock", bodies_are_never_overwritten),
-    Contract("what memory keeps is the source id, summary and digest — never the body or a "
-             "path", memory_keeps_no_body),
-    Contract("a read returns lines by offset and limit, a final newline ending the last line",
+    Contract(N_("a body is written once under a new name, never overwritten, and dated by the "
+                "clock"), bodies_are_never_overwritten),
+    Contract(N_("what memory keeps is the source id, summary and digest — never the body or a "
+                "path"), memory_keeps_no_body),
+    Contract(N_("a read returns lines by offset and limit, a final newline ending the last line"),
              reads_page_by_line),
-    Contract("every read re-checks the body: edited bytes, a missing body and a symlink are "
-             "refused", reads_refuse_bad_bodies),
-    Contract("a lease moves only prepare → commit | abort and commit → release; any other "
-             "move is refused and nothing is written", lease_moves_follow_the_machine),
-    Contract("repeating a lease's phase changes nothing, and a transaction cannot switch "
-             "artifacts", repeats_change_nothing),
-    Contract("a fresh journal reads every lease back: prepared and committed protect, aborted "
-             "and released do not", leases_survive_a_restart),
-    Contract("publishing makes the intent durable before the memory write; a rejection aborts, "
-             "an unknown failure stays prepared", publishing_is_not_yet_trusting),
-    Contract("a torn last journal line is ignored and repaired; a complete bad line is "
-             "corruption naming its line", journal_lines_are_checked),
-    Contract("the rule for one file: symlink, unknown name, changed bytes, protecting lease, "
-             "age — the first that applies decides", the_rule_for_one_file),
-    Contract("a plan decides every file from the leases and the recorded creation time (never "
-             "the mtime) and changes nothing", the_plan_decides_every_file),
-    Contract("applying a plan deletes exactly its expired orphans; applying it again deletes "
-             "nothing", applying_deletes_exactly_the_plan),
+    Contract(N_("every read re-checks the body: edited bytes, a missing body and a symlink are "
+                "refused"), reads_refuse_bad_bodies),
+    Contract(N_("a lease moves only prepare → commit | abort and commit → release; any other "
+                "move is refused and nothing is written"), lease_moves_follow_the_machine),
+    Contract(N_("repeating a lease's phase changes nothing, and a transaction cannot switch "
+                "artifacts"), repeats_change_nothing),
+    Contract(N_("a fresh journal reads every lease back: prepared and committed protect, aborted "
+                "and released do not"), leases_survive_a_restart),
+    Contract(N_("publishing makes the intent durable before the memory write; a rejection aborts, "
+                "an unknown failure stays prepared"), publishing_is_not_yet_trusting),
+    Contract(N_("a torn last journal line is ignored and repaired; a complete bad line is "
+                "corruption naming its line"), journal_lines_are_checked),
+    Contract(N_("the rule for one file: symlink, unknown name, changed bytes, protecting lease, "
+                "age — the first that applies decides"), the_rule_for_one_file),
+    Contract(N_("a plan decides every file from the leases and the recorded creation time (never "
+                "the mtime) and changes nothing"), the_plan_decides_every_file),
+    Contract(N_("applying a plan deletes exactly its expired orphans; applying it again deletes "
+                "nothing"), applying_deletes_exactly_the_plan),
 ))

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from labmem import context as production
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import s14_compaction as scratch_module
 
@@ -514,37 +515,37 @@ def forty_tool_rounds_fit_under_the_hard_limit(impl: Any) -> None:
         _expect(f"{case}: calls left without a result", sorted(open_calls), [])
 
 
-SUITE = ContractSuite("compaction", (
-    Contract("under the threshold the view comes back equal and nothing runs; at it, "
-             "compaction starts", under_the_threshold_nothing_runs),
-    Contract("the caller's messages are never changed, and the durable state comes back as "
-             "given", the_caller_keeps_its_messages),
-    Contract("a tool result over the cap keeps the longest prefix that fits and says how much "
-             "was cut", oversized_results_are_cut),
-    Contract("a file read again later leaves the earlier read as a marker naming the later "
-             "call", a_superseded_read_becomes_a_marker),
-    Contract("close_tool_pairs returns the smallest superset of keep that splits no tool pair",
+SUITE = ContractSuite(N_("compaction"), (
+    Contract(N_("under the threshold the view comes back equal and nothing runs; at it, "
+                "compaction starts"), under_the_threshold_nothing_runs),
+    Contract(N_("the caller's messages are never changed, and the durable state comes back as "
+                "given"), the_caller_keeps_its_messages),
+    Contract(N_("a tool result over the cap keeps the longest prefix that fits and says how much "
+                "was cut"), oversized_results_are_cut),
+    Contract(N_("a file read again later leaves the earlier read as a marker naming the later "
+                "call"), a_superseded_read_becomes_a_marker),
+    Contract(N_("close_tool_pairs returns the smallest superset of keep that splits no tool pair"),
              pairs_close_to_the_smallest_superset),
-    Contract("pruning keeps the first message and the most recent turns whole, pairs "
-             "included", pruning_keeps_the_first_message_and_recent_turns),
-    Contract("inside one long task, all but the most recent tool rounds have their results "
-             "cleared to a placeholder naming the call", old_tool_results_are_cleared),
-    Contract("the turns before the most recent become one summary message at the start",
+    Contract(N_("pruning keeps the first message and the most recent turns whole, pairs "
+                "included"), pruning_keeps_the_first_message_and_recent_turns),
+    Contract(N_("inside one long task, all but the most recent tool rounds have their results "
+                "cleared to a placeholder naming the call"), old_tool_results_are_cleared),
+    Contract(N_("the turns before the most recent become one summary message at the start"),
              older_turns_become_one_summary),
-    Contract("inside one long task, older tool rounds become one summary after the "
-             "instruction; instructions and recent rounds stay",
+    Contract(N_("inside one long task, older tool rounds become one summary after the "
+                "instruction; instructions and recent rounds stay"),
              older_rounds_become_one_summary_after_the_instruction),
-    Contract("a summarizer that raises or returns no text changes nothing",
+    Contract(N_("a summarizer that raises or returns no text changes nothing"),
              a_failing_summarizer_costs_nothing),
-    Contract("a lying summarizer's text lands in the summary and nowhere else; the durable "
-             "state is untouched", a_lie_lands_in_the_summary_only),
-    Contract("a summary longer than what it replaces is discarded",
+    Contract(N_("a lying summarizer's text lands in the summary and nowhere else; the durable "
+                "state is untouched"), a_lie_lands_in_the_summary_only),
+    Contract(N_("a summary longer than what it replaces is discarded"),
              a_longer_summary_is_discarded),
-    Contract("a view still at or above the hard limit after every layer is refused with its "
-             "figures", too_big_after_every_layer_is_refused),
-    Contract("a tool_use without its tool_result, or a result without its call, is refused "
-             "before any layer runs, naming its position",
+    Contract(N_("a view still at or above the hard limit after every layer is refused with its "
+                "figures"), too_big_after_every_layer_is_refused),
+    Contract(N_("a tool_use without its tool_result, or a result without its call, is refused "
+                "before any layer runs, naming its position"),
              a_broken_pair_is_refused_before_any_layer),
-    Contract("one instruction and forty tool rounds fit under the hard limit, the instruction "
-             "and the last rounds whole", forty_tool_rounds_fit_under_the_hard_limit),
+    Contract(N_("one instruction and forty tool rounds fit under the hard limit, the instruction "
+                "and the last rounds whole"), forty_tool_rounds_fit_under_the_hard_limit),
 ))

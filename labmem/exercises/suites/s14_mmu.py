@@ -26,6 +26,7 @@ from typing import Any
 
 from labmem import mmu as production
 from labmem.core.clock import SteppingClock
+from labmem.core.i18n import N_
 from labmem.core.text import estimate_tokens
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite
 from labmem.scratch import s14_mmu as scratch_module
@@ -419,33 +420,34 @@ def a_superseded_page_leaves_at_the_next_recall(impl: Any) -> None:
                       f"{old} gone, {moved.record_id} HOT", got)
 
 
-SUITE = ContractSuite("context MMU", [
-    Contract("L2 is the record's text, unchanged", l2_is_the_text),
-    Contract("L1 is the title and the text, cut before 160 characters with …",
+SUITE = ContractSuite(N_("context MMU"), [
+    Contract(N_("L2 is the record's text, unchanged"), l2_is_the_text),
+    Contract(N_("L1 is the title and the text, cut before 160 characters with …"),
              l1_is_a_bounded_overview),
-    Contract("L0 is one line '[type] title' of at most 80 characters", l0_is_one_short_line),
-    Contract("a page is charged by residency: COLD 0, WARM its L1, HOT its L2",
+    Contract(N_("L0 is one line '[type] title' of at most 80 characters"), l0_is_one_short_line),
+    Contract(N_("a page is charged by residency: COLD 0, WARM its L1, HOT its L2"),
              residency_decides_the_charge),
-    Contract("the keep score is Σ weight·factor / Σ weight", keep_score_is_the_weighted_mean),
-    Contract("a factor counts as clamped to [0, 1] (NaN as 0); all-zero weights score 0",
+    Contract(N_("the keep score is Σ weight·factor / Σ weight"), keep_score_is_the_weighted_mean),
+    Contract(N_("a factor counts as clamped to [0, 1] (NaN as 0); all-zero weights score 0"),
              keep_score_bounds_its_inputs),
-    Contract("eviction never takes a pinned, protected or too young page",
+    Contract(N_("eviction never takes a pinned, protected or too young page"),
              eviction_spares_pinned_protected_and_young),
-    Contract("eviction takes the lowest keep score first, then the least recently used, "
-             "then the smaller id", eviction_takes_the_lowest_keep_score_first),
-    Contract("eviction stops as soon as enough tokens are freed",
+    Contract(N_("eviction takes the lowest keep score first, then the least recently used, "
+                "then the smaller id"), eviction_takes_the_lowest_keep_score_first),
+    Contract(N_("eviction stops as soon as enough tokens are freed"),
              eviction_stops_when_enough_is_freed),
-    Contract("eviction is all or nothing", eviction_is_all_or_nothing),
-    Contract("a claim from an equal or higher source rank supersedes the current one",
+    Contract(N_("eviction is all or nothing"), eviction_is_all_or_nothing),
+    Contract(N_("a claim from an equal or higher source rank supersedes the current one"),
              equal_or_higher_rank_supersedes),
-    Contract("a lower-ranked claim waits as conflicted; the current one stays",
+    Contract(N_("a lower-ranked claim waits as conflicted; the current one stays"),
              lower_rank_waits_as_a_conflict),
-    Contract("the same claim again is the same record", the_same_claim_again_is_the_same_record),
-    Contract("a recall never charges more than the budget", a_recall_stays_within_the_budget),
-    Contract("the best page is loaded in full (HOT) when it fits",
+    Contract(N_("the same claim again is the same record"),
+             the_same_claim_again_is_the_same_record),
+    Contract(N_("a recall never charges more than the budget"), a_recall_stays_within_the_budget),
+    Contract(N_("the best page is loaded in full (HOT) when it fits"),
              the_best_page_is_loaded_in_full),
-    Contract("a recall loads only current claims of the caller's scope",
+    Contract(N_("a recall loads only current claims of the caller's scope"),
              only_current_claims_of_the_scope_are_loaded),
-    Contract("a page whose claim was superseded leaves at the next recall",
+    Contract(N_("a page whose claim was superseded leaves at the next recall"),
              a_superseded_page_leaves_at_the_next_recall),
 ])

@@ -27,6 +27,7 @@ from typing import Any
 
 from labmem import agents as production
 from labmem.core.clock import SteppingClock
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import s15 as scratch_module
 
@@ -375,25 +376,25 @@ def a_refused_command_changes_nothing(impl: Any) -> None:
                     sorted(p.name for p in d.tree.rglob("*") if p.is_dir()), [])
 
 
-SUITE = ContractSuite("memory tool backend", (
-    Contract("/memories and the plain names below it are contained",
+SUITE = ContractSuite(N_("memory tool backend"), (
+    Contract(N_("/memories and the plain names below it are contained"),
              contained_paths_split_into_names),
-    Contract("a path outside /memories is refused", outside_paths_are_refused),
-    Contract("an empty, '.' or '..' segment is refused", relative_segments_are_refused),
-    Contract("a name starting with '.' is refused", hidden_names_are_refused),
-    Contract("a backslash, control or format character in a name is refused",
+    Contract(N_("a path outside /memories is refused"), outside_paths_are_refused),
+    Contract(N_("an empty, '.' or '..' segment is refused"), relative_segments_are_refused),
+    Contract(N_("a name starting with '.' is refused"), hidden_names_are_refused),
+    Contract(N_("a backslash, control or format character in a name is refused"),
              odd_characters_are_refused),
-    Contract("a path that is not a string is refused", only_strings_are_paths),
-    Contract("a name is at most 100 characters (255 bytes), a path 6 names and "
-             "255 characters", names_depth_and_length_are_bounded),
-    Contract("a symbolic link in the tree is never followed", links_are_never_followed),
-    Contract("nothing can be below a file", nothing_is_below_a_file),
-    Contract("create makes a new file with its folders and never overwrites",
+    Contract(N_("a path that is not a string is refused"), only_strings_are_paths),
+    Contract(N_("a name is at most 100 characters (255 bytes), a path 6 names and "
+                "255 characters"), names_depth_and_length_are_bounded),
+    Contract(N_("a symbolic link in the tree is never followed"), links_are_never_followed),
+    Contract(N_("nothing can be below a file"), nothing_is_below_a_file),
+    Contract(N_("create makes a new file with its folders and never overwrites"),
              create_never_overwrites),
-    Contract("str_replace edits text that occurs exactly once",
+    Contract(N_("str_replace edits text that occurs exactly once"),
              replace_needs_exactly_one_match),
-    Contract("insert puts lines after line N (0: at the top)", insert_puts_lines_after_line_n),
-    Contract("rename and delete move whole files and folders, inside the tree",
+    Contract(N_("insert puts lines after line N (0: at the top)"), insert_puts_lines_after_line_n),
+    Contract(N_("rename and delete move whole files and folders, inside the tree"),
              delete_and_rename_stay_inside),
-    Contract("a refused command changes nothing", a_refused_command_changes_nothing),
+    Contract(N_("a refused command changes nothing"), a_refused_command_changes_nothing),
 ))

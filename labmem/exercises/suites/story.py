@@ -29,6 +29,7 @@ from typing import Any
 
 from labmem import story as production
 from labmem.core.clock import SteppingClock
+from labmem.core.i18n import N_
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect, is_a
 from labmem.scratch import story as scratch_module
 
@@ -455,35 +456,35 @@ def compaction_folds_every_old_event(impl: Any) -> None:
     _expect(f"{case}: summary facts", len([i for i in pad.items if "events" in i.payload]), 1)
 
 
-SUITE = ContractSuite("scratchpad", (
-    Contract("a claim for a new key is stored active, with the next id, its chapter and "
-             "evidence", a_new_key_is_created_active),
-    Contract("a claim that cannot be stored is refused and the pad is unchanged",
+SUITE = ContractSuite(N_("scratchpad"), (
+    Contract(N_("a claim for a new key is stored active, with the next id, its chapter and "
+                "evidence"), a_new_key_is_created_active),
+    Contract(N_("a claim that cannot be stored is refused and the pad is unchanged"),
              a_bad_claim_is_refused),
-    Contract("the same claim again changes nothing, whatever the stored item's status",
+    Contract(N_("the same claim again changes nothing, whatever the stored item's status"),
              the_same_claim_again_changes_nothing),
-    Contract("a newer chapter's value supersedes: the old value stays as outdated history",
+    Contract(N_("a newer chapter's value supersedes: the old value stays as outdated history"),
              a_newer_chapter_supersedes),
-    Contract("a claim from an older chapter arriving late is filed outdated and marked, "
-             "demoting nothing", a_late_claim_is_history),
-    Contract("a late claim retried is unchanged: its late mark does not make it new",
+    Contract(N_("a claim from an older chapter arriving late is filed outdated and marked, "
+                "demoting nothing"), a_late_claim_is_history),
+    Contract(N_("a late claim retried is unchanged: its late mark does not make it new"),
              a_retried_late_claim_is_unchanged),
-    Contract("two values for one key in one chapter are both contradicted, until a later "
-             "chapter settles them", one_chapter_two_values_contradict),
-    Contract("an uncertain claim is stored tentative and never demotes a confirmed value",
+    Contract(N_("two values for one key in one chapter are both contradicted, until a later "
+                "chapter settles them"), one_chapter_two_values_contradict),
+    Contract(N_("an uncertain claim is stored tentative and never demotes a confirmed value"),
              an_uncertain_claim_is_tentative),
-    Contract("a confirmed claim of the tentative one's chapter or later settles it",
+    Contract(N_("a confirmed claim of the tentative one's chapter or later settles it"),
              a_confirmed_claim_settles_a_tentative),
-    Contract("claim_action applies the rules in order: unchanged, created, late, "
-             "contradicted, superseded", claim_action_decides_by_the_rules),
-    Contract("a loop a later chapter closed is not open", a_closed_loop_is_not_open),
-    Contract("the snapshot reads back equal, and a missing file is an empty pad",
+    Contract(N_("claim_action applies the rules in order: unchanged, created, late, "
+                "contradicted, superseded"), claim_action_decides_by_the_rules),
+    Contract(N_("a loop a later chapter closed is not open"), a_closed_loop_is_not_open),
+    Contract(N_("the snapshot reads back equal, and a missing file is an empty pad"),
              the_snapshot_reads_back_equal),
-    Contract("a snapshot that cannot be read is corruption naming the file, never an "
-             "empty pad", an_unreadable_snapshot_is_corruption),
-    Contract("compaction keeps the latest outdated value per key, drops closed loops, then "
-             "trims outdated before tentative, never active or contradicted",
+    Contract(N_("a snapshot that cannot be read is corruption naming the file, never an "
+                "empty pad"), an_unreadable_snapshot_is_corruption),
+    Contract(N_("compaction keeps the latest outdated value per key, drops closed loops, then "
+                "trims outdated before tentative, never active or contradicted"),
              compaction_keeps_the_current_truth),
-    Contract("compaction folds every old timeline event, a lone one too, into one summary "
-             "per chapter", compaction_folds_every_old_event),
+    Contract(N_("compaction folds every old timeline event, a lone one too, into one summary "
+                "per chapter"), compaction_folds_every_old_event),
 ))

@@ -37,6 +37,7 @@ from typing import Any
 
 from labmem import walkthrough as production
 from labmem.core.clock import FixedClock, format_timestamp
+from labmem.core.i18n import N_
 from labmem.core.provenance import scope_digest
 from labmem.exercises.contracts import Contract, ContractBroken, ContractSuite, expect
 from labmem.recall import RecallEngine, RemoteMemoryStore
@@ -335,29 +336,30 @@ def recall_only_reads(impl: Any) -> None:
                                                              clock.now()), None)
 
 
-SUITE = ContractSuite("walkthrough", (
-    Contract("transcript_recovered: after the restart a fresh transcript finds the "
-             "candidate's event by its id, with its content, among the 2 events written",
+SUITE = ContractSuite(N_("walkthrough"), (
+    Contract(N_("transcript_recovered: after the restart a fresh transcript finds the "
+                "candidate's event by its id, with its content, among the 2 events written"),
              _boundary("transcript_recovered")),
-    Contract("workspace_deduplicated: a fresh workspace holds one curated decision, 2 facts "
-             "on 2 evidence ids", _boundary("workspace_deduplicated")),
-    Contract("user_preference_deduplicated: the retried preference write was UNCHANGED and "
-             "the stored preference is revision 1", _boundary("user_preference_deduplicated")),
-    Contract("user_scope_isolated: a second user on the same home lists no preferences",
+    Contract(N_("workspace_deduplicated: a fresh workspace holds one curated decision, 2 facts "
+                "on 2 evidence ids"), _boundary("workspace_deduplicated")),
+    Contract(N_("user_preference_deduplicated: the retried preference write was UNCHANGED and "
+                "the stored preference is revision 1"), _boundary("user_preference_deduplicated")),
+    Contract(N_("user_scope_isolated: a second user on the same home lists no preferences"),
              _boundary("user_scope_isolated")),
-    Contract("recall_recovered_with_source: a fresh store ranks the same record first, its "
-             "source the candidate's event", _boundary("recall_recovered_with_source")),
-    Contract("a handed-over fact is the candidate's summary as a decision below the "
-             "importance bar, resting on the candidate's event alone", fact_rests_on_the_event),
-    Contract("one event is one piece of evidence: handed over twice it is not curated, a "
-             "second event makes it a repeat", one_event_is_one_piece_of_evidence),
-    Contract("a stored record is the candidate's summary with the candidate's source "
-             "unchanged: id, type, title, captured time", record_carries_the_source),
-    Contract("a retry is not a second record: handing a candidate over again returns the "
-             "stored one", a_retry_is_not_a_second_record),
-    Contract("two events are two records, each with its own source", two_events_are_two_records),
-    Contract("recall only reads: the store's file is unchanged by a recall, and another "
-             "user's recall finds nothing", recall_only_reads),
+    Contract(N_("recall_recovered_with_source: a fresh store ranks the same record first, its "
+                "source the candidate's event"), _boundary("recall_recovered_with_source")),
+    Contract(N_("a handed-over fact is the candidate's summary as a decision below the "
+                "importance bar, resting on the candidate's event alone"), fact_rests_on_the_event),
+    Contract(N_("one event is one piece of evidence: handed over twice it is not curated, a "
+                "second event makes it a repeat"), one_event_is_one_piece_of_evidence),
+    Contract(N_("a stored record is the candidate's summary with the candidate's source "
+                "unchanged: id, type, title, captured time"), record_carries_the_source),
+    Contract(N_("a retry is not a second record: handing a candidate over again returns the "
+                "stored one"), a_retry_is_not_a_second_record),
+    Contract(N_("two events are two records, each with its own source"),
+             two_events_are_two_records),
+    Contract(N_("recall only reads: the store's file is unchanged by a recall, and another "
+                "user's recall finds nothing"), recall_only_reads),
 ))
 
 __all__ = ["BOUNDARY_CHECKS", "PRODUCTION", "SCRATCH", "START", "SUITE"]
