@@ -1123,8 +1123,10 @@ def draw_tree(files: Sequence[Mapping[str, Any]], *, root: str = ".", title: str
                  for g in groups}
     name_width = max(len(r.prefix + r.name) for r in rows) + 2
     size_width = max(len(f"{r.size:,} B") for r in rows)
-    key_width = max((len(_owner_key(g, n, b)) + 4 for g, (n, b) in per_group.items()),
-                    default=0)
+    # the key's width as the English layout always measured it ("files", however many),
+    # or the drawn line's when that is wider (Chinese: two columns a character)
+    key_width = max((max(len(f"{g}: {n} files, {b:,} B"), _columns(_owner_key(g, n, b))) + 4
+                     for g, (n, b) in per_group.items()), default=0)
     columns = max(name_width + size_width + 2, key_width, len(title) * 1.1)
     lines = len(rows) + len(groups) + 3
     char_in, line_in = TREE_FONT_PT * 0.6 / 72, TREE_FONT_PT * 1.55 / 72

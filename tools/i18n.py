@@ -12,10 +12,12 @@ a gettext catalogue per source, ``locale/zh_CN/LC_MESSAGES/<notebooks|solutions>
 each markdown block (a paragraph, list, table, heading or fenced block: text between blank
 lines) and each explanatory comment in a code cell. It merges them with Babel's
 ``Catalog.update``, the merge ``pybabel update`` does: a message whose English changed keeps
-its old translation marked *fuzzy* (with the previous English beside it), a new one starts
-empty. Strings the code shows at run time (``label("…")`` in a code cell, ``_("…")`` and
-``N_("…")`` in the library) go to one runtime catalogue, ``locale/zh_CN/LC_MESSAGES/labmem.po``,
-compiled to ``labmem/locale/zh_CN/LC_MESSAGES/labmem.mo`` for :mod:`labmem.core.i18n`.
+its old translation marked *fuzzy*, a new one starts empty; English whose numbers alone
+changed (a measured time, a count) gets the same translation with the new numbers. Strings
+the code shows at run time (``label("…")`` and ``describe(fig, "…")`` in a code cell) stay
+in the chapter's catalogue; the library's (``_("…")``, ``N_("…")``) go to
+``locale/zh_CN/LC_MESSAGES/labmem.po``; all of them are compiled into
+``labmem/locale/zh_CN/LC_MESSAGES/labmem.mo`` for :mod:`labmem.core.i18n`.
 
 ``build`` writes ``notebooks/zh/`` and ``solutions/zh/``: every markdown block translated,
 code cells identical to the English ones except their comments, links re-pointed at the
@@ -161,8 +163,9 @@ class Comment:
 
 
 def _tokenizable(code: str) -> str:
-    """``code`` with IPython's magic and shell lines blanked, so :mod:`tokenize` reads it."""
-    return "".join("\n" if re.match(r"^\s*[%!]", line) else line
+    """``code`` with IPython's magic and shell lines (``%time``, ``!ls``) blanked, so that
+    :mod:`ast` can parse it; :mod:`tokenize` reads them as they are."""
+    return "".join("\n" if re.match(r"^[%!]", line) else line
                    for line in code.splitlines(keepends=True))
 
 
@@ -174,7 +177,7 @@ def _comment_body(token: str) -> str:
 def comments(code: str) -> list[Comment]:
     """The explanatory comments of ``code`` (directives such as ``# scratch:`` left out)."""
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(_tokenizable(code)).readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return []
     lines = code.splitlines()
@@ -295,13 +298,31 @@ def _read(path: Path):
         return read_po(f, locale=LANG)
 
 
-def _po_bytes(cat) -> bytes:
+def _po_bytes(cat, *, lines: bool = True) -> bytes:
+    """``cat`` as .po text; ``lines=False`` names each message's file without a line number
+    (the library's catalogue: an edit elsewhere in a module must not make it stale)."""
     from babel.messages.pofile import write_po
 
     cat.revision_date = STAMP
     buf = io.BytesIO()
-    write_po(buf, cat, width=100, ignore_obsolete=True, include_previous=True)
+    # no "#| msgid" lines: Babel wraps them mid-string and reads them back as comments
+    write_po(buf, cat, width=100, ignore_obsolete=True, include_lineno=lines)
     return buf.getvalue()
+
+
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _renumbered(old_id: str, new_id: str, old_str: str) -> str | None:
+    """The translation of ``new_id`` when it differs from ``old_id`` in its numbers only (a
+    measured time, a count) and the translation shows the same numbers in the same order;
+    else None, and the message stays fuzzy for a translator."""
+    if NUMBER.sub("#", old_id) != NUMBER.sub("#", new_id):
+        return None
+    if NUMBER.findall(old_str) != NUMBER.findall(old_id):
+        return None
+    new = iter(NUMBER.findall(new_id))
+    return NUMBER.sub(lambda _: next(new), old_str)
 
 
 def merged(path: Path, tmpl) -> bytes:
@@ -309,10 +330,16 @@ def merged(path: Path, tmpl) -> bytes:
     if path.exists():
         cat = _read(path)
         cat.update(tmpl, update_creation_date=False)
+        for m in cat:  # English whose numbers alone changed: the translation's numbers too
+            if m.fuzzy and m.previous_id:
+                renumbered = _renumbered(m.previous_id[0], m.id, m.string)
+                if renumbered is not None:
+                    m.string, m.previous_id = renumbered, []
+                    m.flags.discard("fuzzy")
     else:
         cat = tmpl
     cat.creation_date = STAMP
-    return _po_bytes(cat)
+    return _po_bytes(cat, lines=path != RUNTIME_PO)
 
 
 def _runtime_messages():
@@ -660,7 +687,19 @@ def translation_problems(msgid: str, msgstr: str) -> list[str]:
         found.append("a table must keep its number of rows")
     if set(PLACEHOLDER.findall(msgid)) != set(PLACEHOLDER.findall(msgstr)):
         found.append("its {placeholders} differ from the English")
+    if _stray_asterisks(msgstr) > _stray_asterisks(msgid):
+        found.append("a ** or * shows as itself: emphasis next to Chinese punctuation needs a "
+                     "space or the punctuation moved outside it (**事实**（fact）)")
     return found
+
+
+def _stray_asterisks(markdown: str) -> int:
+    """How many asterisks a reader sees as asterisks once the markdown is rendered (CommonMark
+    does not open ``**`` between a Chinese character and punctuation such as ``[``)."""
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(markdown)
+    return re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", html, flags=re.DOTALL).count("*")
 
 
 @dataclass(frozen=True)

@@ -86,10 +86,8 @@ def test_the_chinese_page_is_built_from_the_current_sources(source):
 
 def _code_tokens(code: str) -> list[tuple[int, str]]:
     """The tokens of ``code`` that are code: comments and comment-only lines left out."""
-    lines = "".join("\n" if re.match(r"^\s*[%!]", line) else line
-                    for line in code.splitlines(keepends=True))
     skip = {tokenize.COMMENT, tokenize.NL}
-    return [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(lines).readline)
+    return [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(code).readline)
             if t.type not in skip]
 
 
@@ -104,8 +102,6 @@ def test_code_cells_are_the_english_code(source):
             continue
         assert _code_tokens(_text(a)) == _code_tokens(_text(b)), \
             f"{source} cell {number}: the Chinese code differs from the English beyond comments"
-        magics = [line for line in _text(a).splitlines() if re.match(r"^\s*[%!]", line)]
-        assert magics == [line for line in _text(b).splitlines() if re.match(r"^\s*[%!]", line)]
 
 
 def _sanitizers():
@@ -135,6 +131,20 @@ def _shown(output) -> dict[str, str]:
     return parts
 
 
+def _outputs(cell) -> list[dict]:
+    """A cell's outputs, with a stream printed in several pieces joined into one (a kernel
+    may flush a print in two chunks; what a reader sees is the same)."""
+    merged = []
+    for output in cell["outputs"]:
+        previous = merged[-1] if merged else None
+        if (output["output_type"] == "stream" and previous is not None
+                and previous["output_type"] == "stream" and previous["name"] == output["name"]):
+            merged[-1] = {**previous, "text": _text(previous) + _text(output)}
+        else:
+            merged.append(output)
+    return merged
+
+
 @pytest.mark.parametrize("source", NOTEBOOKS)
 def test_outputs_equal_the_english_except_where_chinese_is_shown(source):
     """The Chinese notebooks are executed (figures and checker feedback are drawn again in
@@ -143,11 +153,14 @@ def test_outputs_equal_the_english_except_where_chinese_is_shown(source):
     for number, (a, b) in enumerate(zip(en["cells"], zh["cells"], strict=True), start=1):
         if a["cell_type"] != "code":
             continue
-        kinds = [(o["output_type"], sorted(o.get("data", {}))) for o in a["outputs"]]
-        assert kinds == [(o["output_type"], sorted(o.get("data", {}))) for o in b["outputs"]], \
+        ours, theirs = _outputs(a), _outputs(b)
+        kinds = [(o["output_type"], sorted(o.get("data", {}))) for o in ours]
+        assert kinds == [(o["output_type"], sorted(o.get("data", {}))) for o in theirs], \
             f"{source} cell {number}: the Chinese outputs are not the English ones"
-        for x, y in zip(a["outputs"], b["outputs"], strict=True):
+        for x, y in zip(ours, theirs, strict=True):
             ex, zy = _shown(x), _shown(y)
+            if "image/png" in x.get("data", {}):  # a figure: its size follows its labels
+                continue
             for key in ex:
                 assert ex[key] == zy[key] or CJK.search(zy[key]), \
                     f"{source} cell {number}: its {key} output differs and shows no Chinese"
