@@ -212,6 +212,25 @@ class Visit:
             "img", "imgs => imgs.filter(i => !(i.complete && i.naturalWidth > 0))"
                    ".map(i => i.getAttribute('src'))")
 
+    def search(self, url: str) -> list[str]:
+        """Open a search page (``…/search.html?q=word``) and return the pages it lists."""
+        self.open(url)
+        results = self.page.locator("#search-results ul.search li a")
+        results.first.wait_for(timeout=10_000)
+        return [h.split("?")[0].split("#")[0] for h in results.evaluate_all(
+            "links => links.map(a => a.getAttribute('href'))")]
+
+    def first_figure_slide(self, url: str):
+        """Open a deck, move it to its first slide with a figure and return that image."""
+        tab = self.open(url)
+        tab.wait_for_function("() => window.Reveal && Reveal.isReady()")
+        tab.evaluate("""() => {
+            const slide = Reveal.getSlides().find(s => s.querySelector("img"));
+            const at = Reveal.getIndices(slide); Reveal.slide(at.h, at.v); }""")
+        image = tab.locator(".reveal section.present img").first
+        assert image.evaluate("i => i.naturalWidth") > 0
+        return image
+
     def screenshot(self, name: str) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         target = SCREENSHOTS / f"{name}.png"

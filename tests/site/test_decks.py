@@ -57,13 +57,7 @@ def test_every_deck_presents_offline(visit, decks, server, notebook, mode):
 
 def test_a_slide_with_a_figure(visit, decks, server):
     """The s09 deck, moved to its first slide with a figure (the screenshot for review)."""
-    tab = visit.open(f"{server}/slides/s09_transcript.slides.html")
-    tab.wait_for_function("() => window.Reveal && Reveal.isReady()")
-    tab.evaluate("""() => {
-        const slide = Reveal.getSlides().find(s => s.querySelector("img"));
-        const at = Reveal.getIndices(slide); Reveal.slide(at.h, at.v); }""")
-    image = tab.locator(".reveal section.present img").first
-    assert image.evaluate("i => i.naturalWidth") > 0
+    image = visit.first_figure_slide(f"{server}/slides/s09_transcript.slides.html")
     assert len(image.get_attribute("alt").split()) >= 5
     visit.screenshot("deck-s09-figure-slide")
     visit.assert_clean()

@@ -95,12 +95,7 @@ def test_a_chinese_word_finds_its_chapter(visit, site, server, name):
     page = html_name(NAMES[f"notebooks/zh/{name}"])
     word = unique_chinese_term(search_index(site / "zh"), page)
     assert word, f"{name}: no Chinese word of it is unique to it in the search index"
-    visit.open(f"{server}/zh/search.html?q={word}")
-    results = visit.page.locator("#search-results ul.search li a")
-    results.first.wait_for(timeout=10_000)
-    hrefs = [h.split("?")[0].split("#")[0] for h in results.evaluate_all(
-        "links => links.map(a => a.getAttribute('href'))")]
-    assert hrefs == [page], f"searching {word!r}"
+    assert visit.search(f"{server}/zh/search.html?q={word}") == [page], f"searching {word!r}"
     visit.assert_clean()
 
 
@@ -108,11 +103,7 @@ def test_a_glossary_term_finds_the_chapters_that_use_it(visit, site, server):
     """Each Chinese glossary term is one word in the index (jieba's dictionary gets them)."""
     index = search_index(site / "zh")
     assert {"召回", "租约", "分层记忆", "规范记录", "驻留"} <= set(index["terms"])
-    visit.open(f"{server}/zh/search.html?q=租约")
-    results = visit.page.locator("#search-results ul.search li a")
-    results.first.wait_for(timeout=10_000)
-    hrefs = results.evaluate_all("links => links.map(a => a.getAttribute('href'))")
-    assert any(h.startswith("s13_artifacts.html") for h in hrefs)
+    assert "s13_artifacts.html" in visit.search(f"{server}/zh/search.html?q=租约")
     visit.assert_clean()
 
 
@@ -154,14 +145,9 @@ def test_every_chinese_deck_presents_offline(visit, decks, notebook):
 
 
 def test_a_chinese_slide_with_a_figure(visit, decks, server):
-    tab = visit.open(f"{server}/slides/zh/s12b_choosing_a_ranker.slides.html")
-    tab.wait_for_function("() => window.Reveal && Reveal.isReady()")
-    tab.evaluate("""() => {
-        const slide = Reveal.getSlides().find(s => s.querySelector("img"));
-        const at = Reveal.getIndices(slide); Reveal.slide(at.h, at.v); }""")
-    image = tab.locator(".reveal section.present img").first
-    assert image.evaluate("i => i.naturalWidth") > 0
+    image = visit.first_figure_slide(f"{server}/slides/zh/s12b_choosing_a_ranker.slides.html")
     assert CJK.search(image.get_attribute("alt") or "")
+    tab = visit.page
     text = tab.evaluate("() => document.querySelector('.reveal section.present').innerText")
     assert tab.evaluate(GLYPH_CHECK, "".join(sorted(set(CJK.findall(text))))) == []
     visit.screenshot("zh-deck-s12b-figure-slide")
