@@ -50,6 +50,7 @@ from labmem.context import (
 )
 from labmem.core.clock import FixedClock, format_timestamp
 from labmem.core.errors import LabmemError
+from labmem.core.i18n import N_
 from labmem.core.provenance import scope_digest
 from labmem.core.storage import write_text_atomic
 from labmem.core.text import estimate_tokens
@@ -79,41 +80,42 @@ TRANSACTION = "tx-artifact-1"
 POLICY = DistillPolicy(minimum_age_days=0)
 
 #: The boundary checks, in order, with the stage after which each is computed and what a
-#: pass proves. Every one is computed on instances rebuilt from disk.
+#: pass proves. Every one is computed on instances rebuilt from disk. (``N_`` marks the text
+#: for the Chinese edition's catalogue; a chapter shows it through ``label()``.)
 CHECK_MEANINGS: Mapping[str, tuple[str, str]] = {
     "transcript_recovered": (
-        "restart", "a fresh Transcript finds the candidate's event by its id, with the same "
-                   "content, and holds exactly the 2 events written"),
+        N_("restart"), N_("a fresh Transcript finds the candidate's event by its id, with the "
+                          "same content, and holds exactly the 2 events written")),
     "workspace_deduplicated": (
-        "restart", "a fresh WorkspaceMemory holds one curated decision with 2 occurrences "
-                   "and both evidence ids: a repeat is not a second copy"),
+        N_("restart"), N_("a fresh WorkspaceMemory holds one curated decision with 2 "
+                          "occurrences and both evidence ids: a repeat is not a second copy")),
     "user_preference_deduplicated": (
-        "restart", "the second identical write was UNCHANGED and the stored preference is "
-                   "still revision 1"),
+        N_("restart"), N_("the second identical write was UNCHANGED and the stored preference "
+                          "is still revision 1")),
     "user_scope_isolated": (
-        "restart", "bob, on the same home, lists no preferences: the same root is not the "
-                   "same user"),
+        N_("restart"), N_("bob, on the same home, lists no preferences: the same root is not "
+                          "the same user")),
     "recall_recovered_with_source": (
-        "restart", "a fresh store and engine rank the same record first, and its source is "
-                   "the transcript event of stage 1"),
+        N_("restart"), N_("a fresh store and engine rank the same record first, and its source "
+                          "is the transcript event of stage 1")),
     "artifact_recovered_with_digest": (
-        "restart", "a fresh externalizer re-hashes the kept body and finds the recorded "
-                   "sha256"),
+        N_("restart"), N_("a fresh externalizer re-hashes the kept body and finds the recorded "
+                          "sha256")),
     "lease_recovered": (
-        "stage 6", "the journal's restart fold protects the artifact, its lease is "
-                   "committed, and reconciliation finds nothing left to settle"),
+        N_("stage 6"), N_("the journal's restart fold protects the artifact, its lease is "
+                          "committed, and reconciliation finds nothing left to settle")),
     "cleanup_reference_aware": (
-        "stage 6", "cleanup deleted only the unreferenced orphan; the referenced artifact "
-                   "of the same age survives"),
+        N_("stage 6"), N_("cleanup deleted only the unreferenced orphan; the referenced "
+                          "artifact of the same age survives")),
     "compaction_exercised": (
-        "stage 7", "the summarizer ran, the conversation_summary layer was applied and the "
-                   "messages shrank"),
+        N_("stage 7"), N_("the summarizer ran, the conversation_summary layer was applied and "
+                          "the messages shrank")),
     "durable_state_preserved": (
-        "stage 7", "the durable state came back unchanged; the rendered block holds the "
-                   "decision and the pending item, and not the summarizer's lie"),
+        N_("stage 7"), N_("the durable state came back unchanged; the rendered block holds the "
+                          "decision and the pending item, and not the summarizer's lie")),
     "sources_verified": (
-        "stage 7", "a fresh resolver finds both pointers available, and the deleted "
-                   "orphan's pointer missing"),
+        N_("stage 7"), N_("a fresh resolver finds both pointers available, and the deleted "
+                          "orphan's pointer missing")),
 }
 CHECKS = tuple(CHECK_MEANINGS)
 OWNERS = {  # top-level folder of the home -> the layer that owns it
@@ -125,22 +127,24 @@ OWNERS = {  # top-level folder of the home -> the layer that owns it
 
 # Who owns what: these objects are not the same kind of memory.
 OWNERSHIP = (
-    ("transcript event", "s09 session evidence", "one session, append-only, replayable",
-     "no: written events are never rewritten"),
-    ("workspace fact", "s10 project memory", "project, across sessions",
-     "log no; the curated view is re-derivable"),
-    ("user preference", "s11 user memory", "user, across projects",
-     "no: explicit keyed updates, no fuzzy appends"),
-    ("recall hit", "s12 query result", "one query", "yes: a scored view with a source"),
-    ("artifact", "s13 large-result evidence", "session", "body no; the prompt keeps a pointer"),
-    ("retention claim", "s13 cleanup lease", "while memory references it",
-     "no body, no path: protects one source + digest"),
-    ("lease journal", "s13 reference transactions", "session, across processes",
-     "no: only an unterminated crash tail is ignored"),
-    ("compacted messages", "s14 prompt view", "one or a few model calls",
-     "yes; durable state takes a lossless side path"),
-    ("source resolution", "s14 per-assembly check", "one prompt assembly",
-     "never reused: re-verified from the owner each time"),
+    (N_("transcript event"), N_("s09 session evidence"),
+     N_("one session, append-only, replayable"), N_("no: written events are never rewritten")),
+    (N_("workspace fact"), N_("s10 project memory"), N_("project, across sessions"),
+     N_("log no; the curated view is re-derivable")),
+    (N_("user preference"), N_("s11 user memory"), N_("user, across projects"),
+     N_("no: explicit keyed updates, no fuzzy appends")),
+    (N_("recall hit"), N_("s12 query result"), N_("one query"),
+     N_("yes: a scored view with a source")),
+    (N_("artifact"), N_("s13 large-result evidence"), N_("session"),
+     N_("body no; the prompt keeps a pointer")),
+    (N_("retention claim"), N_("s13 cleanup lease"), N_("while memory references it"),
+     N_("no body, no path: protects one source + digest")),
+    (N_("lease journal"), N_("s13 reference transactions"), N_("session, across processes"),
+     N_("no: only an unterminated crash tail is ignored")),
+    (N_("compacted messages"), N_("s14 prompt view"), N_("one or a few model calls"),
+     N_("yes; durable state takes a lossless side path")),
+    (N_("source resolution"), N_("s14 per-assembly check"), N_("one prompt assembly"),
+     N_("never reused: re-verified from the owner each time")),
 )
 
 
