@@ -45,6 +45,9 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+from labmem.notebook import LABEL_FONT as NOTEBOOK_LABEL_FONT
+from labmem.notebook import LABEL_FONT_FAMILY
+
 ROOT = Path(__file__).resolve().parents[1]
 LANG = "zh_CN"
 EDITION = "zh"  # the folder of the edition beside each source folder
@@ -55,8 +58,7 @@ GLOSSARY = "notebooks/glossary.md"
 # the figures' CJK font: Noto Sans CJK SC from the system (Debian's fonts-noto-cjk), cut down
 # to the characters a figure can show, and bundled so a learner's lab needs no system font
 SYSTEM_CJK_FONT = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
-FONT_FACE = "Noto Sans CJK SC"
-LABEL_FONT = ROOT / "labmem" / "locale" / "fonts" / "NotoSansSC-labels.otf"
+FONT_FACE, LABEL_FONT = LABEL_FONT_FAMILY, NOTEBOOK_LABEL_FONT  # where labmem.notebook reads it
 FIGURE_CHARS = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
 # a fixed date in the catalogue headers: a rebuild from the same inputs writes the same bytes
 STAMP = dt.datetime(2026, 12, 4, tzinfo=dt.timezone.utc)
@@ -162,7 +164,7 @@ class Comment:
     text: str  # the message: each line without '#' and one space, joined by newlines
 
 
-def _tokenizable(code: str) -> str:
+def _parseable(code: str) -> str:
     """``code`` with IPython's magic and shell lines (``%time``, ``!ls``) blanked, so that
     :mod:`ast` can parse it; :mod:`tokenize` reads them as they are."""
     return "".join("\n" if re.match(r"^[%!]", line) else line
@@ -222,7 +224,7 @@ def label_literals(code: str) -> list[str]:
     """The English strings a code cell shows through ``label()`` (or ``_``/``N_``), and the
     alt text it gives a figure with ``describe()``."""
     try:
-        tree = ast.parse(_tokenizable(code))
+        tree = ast.parse(_parseable(code))
     except SyntaxError:
         return []
     found = []
@@ -400,9 +402,11 @@ def figure_characters() -> set[str]:
     return found
 
 
-def font_characters(path: Path = LABEL_FONT) -> set[str]:
+def font_characters(path: Path | None = None) -> set[str]:
+    """The characters the bundled figure font (or the font at ``path``) has a glyph for."""
     from fontTools.ttLib import TTFont
 
+    path = LABEL_FONT if path is None else path
     if not path.exists():
         return set()
     return {chr(code) for code in TTFont(path).getBestCmap()}
